@@ -1,0 +1,43 @@
+"""dy2stat: write models eagerly; one decorator turns them into static programs."""
+
+from dy2stat import methods as _methods
+from dy2stat.autograd import enable_grad, grad, is_grad_enabled, no_grad
+from dy2stat.creation import (
+    arange,
+    eye,
+    full,
+    full_like,
+    linspace,
+    normal,
+    ones,
+    ones_like,
+    rand,
+    randint,
+    randn,
+    seed,
+    to_tensor,
+    uniform,
+    zeros,
+    zeros_like,
+)
+from dy2stat.device import get_device, is_compiled_with_cuda, set_device
+from dy2stat.ops import *  # noqa: F403
+from dy2stat.ops import abs, all, any, max, min, pow, round, sum  # noqa: F401,A004
+from dy2stat.runtime.dtypes import (
+    bool_,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+)
+from dy2stat.tensor import Tensor
+
+__version__ = "0.1.0"
+
+_methods.install(Tensor)
+
+bool = bool_  # noqa: A001  (d2s.bool, as in Paddle)

@@ -1,0 +1,246 @@
+"""Reverse-mode autograd over the eager tape: backward, grad and no_grad."""
+
+from __future__ import annotations
+
+import functools
+
+from dy2stat.dispatch import Node, apply
+from dy2stat.mode import state
+from dy2stat.runtime import dtypes
+from dy2stat.tensor import Tensor
+
+
+class no_grad:
+    """Context manager and decorator that stops gradient recording."""
+
+    def __enter__(self):
+        self._previous = state.grad_enabled
+        state.grad_enabled = False
+        return self
+
+    def __exit__(self, *exc):
+        state.grad_enabled = self._previous
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with no_grad():
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class enable_grad(no_grad):
+    """Turns gradient recording back on inside a ``no_grad`` region."""
+
+    def __enter__(self):
+        self._previous = state.grad_enabled
+        state.grad_enabled = True
+        return self
+
+
+def is_grad_enabled() -> bool:
+    return state.grad_enabled
+
+
+def backward(tensors, grad_tensors=None, retain_graph: bool = False) -> None:
+    """Accumulate d(tensors)/d(leaf) into every leaf's ``.grad``."""
+    roots = _as_list(tensors)
+    seeds = _seeds(roots, grad_tensors, "backward")
+    _run(roots, seeds, retain_graph=retain_graph, create_graph=False, targets=None)
+
+
+def grad(
+    outputs,
+    inputs,
+    grad_outputs=None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    allow_unused: bool = False,
+):
+    """Gradients of ``outputs`` with respect to ``inputs`` (a list of Tensors).
+
+    With ``create_graph=True`` the gradients are themselves recorded, so they
+    can be differentiated again (double grad). ``.grad`` is left untouched.
+    """
+    roots = _as_list(outputs)
+    wrt = _as_list(inputs)
+    for i, x in enumerate(wrt):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"grad: inputs[{i}] is a {type(x).__name__}, not a Tensor")
+        if x.stop_gradient:
+            raise ValueError(
+                f"grad: inputs[{i}] has stop_gradient=True; set x.stop_gradient = False "
+                "before computing with it"
+            )
+    seeds = _seeds(roots, grad_outputs, "grad")
+    if retain_graph is None:
+        retain_graph = create_graph
+    found = _run(roots, seeds, retain_graph, create_graph, targets=wrt)
+    results = []
+    for i, x in enumerate(wrt):
+        g = found.get(id(x))
+        if g is None and not allow_unused:
+            raise ValueError(
+                f"grad: inputs[{i}] is not used to compute the outputs; "
+                "pass allow_unused=True to get None for it"
+            )
+        results.append(g)
+    return results
+
+
+# --------------------------------------------------------------- the engine
+
+
+def _as_list(values):
+    return list(values) if isinstance(values, (list, tuple)) else [values]
+
+
+def _seeds(roots, grads, where):
+    grads = _as_list(grads) if grads is not None else [None] * len(roots)
+    if len(grads) != len(roots):
+        raise ValueError(f"{where}: got {len(roots)} outputs but {len(grads)} output gradients")
+    seeds = []
+    for i, (root, g) in enumerate(zip(roots, grads)):
+        if not isinstance(root, Tensor):
+            raise TypeError(f"{where}: outputs[{i}] is a {type(root).__name__}, not a Tensor")
+        if root.stop_gradient:
+            raise RuntimeError(
+                f"{where}: outputs[{i}] does not require a gradient (stop_gradient=True): "
+                "no input it was computed from has stop_gradient=False"
+            )
+        if g is None:
+            g = Tensor(root._data.dtype.type(1) + 0 * root._data)
+        elif not isinstance(g, Tensor):
+            raise TypeError(f"{where}: the gradient for outputs[{i}] must be a Tensor")
+        elif g.shape != root.shape:
+            raise ValueError(
+                f"{where}: the gradient for outputs[{i}] has shape {g.shape}, "
+                f"but the output has shape {root.shape}"
+            )
+        seeds.append(g)
+    return seeds
+
+
+def _key(t: Tensor):
+    """Where a tensor's gradient is collected: its producing node, or itself."""
+    return (id(t._node), t._index) if t._node is not None else id(t)
+
+
+def _order(roots):
+    """Nodes reachable from the roots, each after every node that consumes it."""
+    order, seen = [], set()
+    stack = [(r._node, False) for r in roots if r._node is not None]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        if node.freed:
+            continue
+        for x in _tensor_inputs(node):
+            if x._node is not None and id(x._node) not in seen:
+                stack.append((x._node, False))
+    order.reverse()
+    return order
+
+
+def _tensor_inputs(node):
+    for x in node.inputs:
+        if isinstance(x, Tensor):
+            yield x
+        elif isinstance(x, (list, tuple)):
+            yield from (v for v in x if isinstance(v, Tensor))
+
+
+def _accumulate(grads, key, g):
+    previous = grads.get(key)
+    grads[key] = g if previous is None else apply("add", previous, g)
+
+
+def _run(roots, seeds, retain_graph, create_graph, targets):
+    grads: dict = {}
+    for root, seed in zip(roots, seeds):
+        _accumulate(grads, _key(root), seed)
+    target_keys = {_key(t): t for t in targets} if targets is not None else {}
+    found = {}
+    previous_mode = state.grad_enabled
+    state.grad_enabled = create_graph
+    try:
+        for node in _order(roots):
+            if node.freed:
+                raise RuntimeError(
+                    f"backward through the {node.op.type} op a second time: its saved values "
+                    "were freed by the first backward. Pass retain_graph=True to the first "
+                    "backward (or grad) call to keep them"
+                )
+            douts = [grads.pop((id(node), i), None) for i in range(len(node.outputs))]
+            for key in [(id(node), i) for i in range(len(node.outputs))]:
+                if key in target_keys:
+                    found[id(target_keys[key])] = douts[key[1]]
+            if all(g is None for g in douts):
+                continue
+            _check_versions(node)
+            douts = [
+                g if g is not None else Tensor(out._data * 0) for g, out in zip(douts, node.outputs)
+            ]
+            douts = _group(node, douts)
+            in_grads = node.op.grad(apply, node.inputs, node.outputs, douts,
+                                    node.op.full_attrs(node.attrs), node.need)
+            for x, g, needed in zip(node.inputs, in_grads, node.need):
+                if not needed or g is None:
+                    continue
+                if isinstance(x, (list, tuple)):
+                    for xi, gi in zip(x, g):
+                        _send(grads, xi, gi, targets)
+                else:
+                    _send(grads, x, g, targets)
+            if not retain_graph:
+                node.freed = True
+                node.inputs = node.outputs = ()
+        # Leaves (and targets that are leaves) collect what reached them.
+        for key, g in grads.items():
+            if key in target_keys:
+                found[id(target_keys[key])] = g
+    finally:
+        state.grad_enabled = previous_mode
+    return found
+
+
+def _group(node, flat):
+    """Output gradients in the rule's slot layout (a variadic slot gets a list)."""
+    slots = node.op.outputs
+    if len(slots) == 1 and slots[0].variadic:
+        return [flat]
+    return flat
+
+
+def _send(grads, x, g, targets):
+    if not isinstance(x, Tensor) or x.stop_gradient or x.dtype not in dtypes.FLOATS:
+        return
+    if x._node is not None:
+        _accumulate(grads, _key(x), g)
+        return
+    if targets is not None:
+        _accumulate(grads, id(x), g)
+        return
+    # backward(): a leaf accumulates into .grad, keeping the leaf's dtype.
+    if g.dtype != x.dtype:
+        g = apply("cast", g, dtype=str(x.dtype))
+    if not state.grad_enabled:
+        g = Tensor(g._data)
+    x.grad = g if x.grad is None else apply("add", x.grad, g)
+
+
+def _check_versions(node: Node):
+    for x, version in zip(node.inputs, node.versions):
+        if isinstance(x, Tensor) and x._version != version:
+            raise RuntimeError(
+                f"a tensor used by the {node.op.type} op was changed by an index assignment "
+                "(x[...] = ...) before backward; assign into x.clone() instead"
+            )

@@ -1,0 +1,145 @@
+"""Creation functions: to_tensor, zeros, ones, full, arange, random, ..."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dy2stat import device
+from dy2stat.dispatch import apply
+from dy2stat.kernels import backend
+from dy2stat.kernels import random as random_kernels
+from dy2stat.mode import state
+from dy2stat.ops import _dtype_name
+from dy2stat.runtime import dtypes
+from dy2stat.tensor import Tensor
+
+
+def to_tensor(data, dtype=None, stop_gradient: bool = True, place=None) -> Tensor:
+    """A Tensor from a Python scalar or list, a NumPy/CuPy array or a Tensor.
+
+    Python floats become float32 and ints int64; arrays keep their dtype
+    unless ``dtype`` is given.
+    """
+    if state.static:
+        raise RuntimeError(
+            "to_tensor is eager-only; in static mode use static.data(...) for inputs "
+            "or a creation function (full, zeros, ...) for constants"
+        )
+    xp = device.current.xp if place is None else _module_for(place)
+    if isinstance(data, Tensor):
+        array = data._data
+    elif isinstance(data, np.ndarray) or (
+        backend.has_cupy() and isinstance(data, backend.cupy.ndarray)
+    ):
+        array = data
+    else:
+        array = np.asarray(data)
+        if array.dtype == np.float64 and not _has_numpy_floats(data):
+            array = array.astype(dtypes.DEFAULT_FLOAT)
+        if array.dtype.kind in "US" or array.dtype == object:
+            raise TypeError(f"to_tensor: cannot make a tensor from {type(data).__name__} data")
+    if dtype is not None:
+        array = array.astype(dtypes.as_dtype(dtype, where="to_tensor"))
+    elif array.dtype not in dtypes.ALL:
+        raise TypeError(f"to_tensor: unsupported dtype {array.dtype}")
+    array = xp.asarray(array)
+    if array is getattr(data, "_data", data):
+        array = array.copy()
+    return Tensor(array, stop_gradient=stop_gradient)
+
+
+def _has_numpy_floats(data) -> bool:
+    return isinstance(data, np.floating) or (
+        isinstance(data, (list, tuple)) and any(isinstance(v, np.float64) for v in data)
+    )
+
+
+def _module_for(place):
+    name = str(place).lower()
+    if name.startswith("gpu"):
+        if not backend.has_cupy():
+            raise RuntimeError(f"to_tensor: place {place!r} needs CuPy, which is not installed")
+        return backend.cupy
+    return np
+
+
+def full(shape, fill_value, dtype=None):
+    if dtype is None:
+        dtype = dtypes.scalar_dtype(fill_value) if not isinstance(fill_value, bool) else "bool"
+    return apply("full", shape=_dims(shape), value=float(fill_value), dtype=_dtype_name(dtype))
+
+
+def _dims(shape) -> list:
+    return [int(shape)] if isinstance(shape, int) else [int(d) for d in shape]
+
+
+def zeros(shape, dtype="float32"):
+    return full(shape, 0.0, dtype)
+
+
+def ones(shape, dtype="float32"):
+    return full(shape, 1.0, dtype)
+
+
+def full_like(x, fill_value, dtype=None):
+    return apply("full_like", x, value=float(fill_value),
+                 dtype=None if dtype is None else _dtype_name(dtype))
+
+
+def zeros_like(x, dtype=None):
+    return full_like(x, 0.0, dtype)
+
+
+def ones_like(x, dtype=None):
+    return full_like(x, 1.0, dtype)
+
+
+def arange(start=0, end=None, step=1, dtype=None):
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        ints = all(isinstance(v, int) for v in (start, end, step))
+        dtype = "int64" if ints else "float32"
+    return apply("arange", start=start, end=end, step=step, dtype=_dtype_name(dtype))
+
+
+def linspace(start, stop, num, dtype="float32"):
+    return apply("linspace", start=float(start), stop=float(stop), num=int(num),
+                 dtype=_dtype_name(dtype))
+
+
+def eye(num_rows, num_columns=None, dtype="float32"):
+    return apply("eye", num_rows=int(num_rows), num_columns=num_columns,
+                 dtype=_dtype_name(dtype))
+
+
+def rand(shape, dtype="float32"):
+    """Uniform on [0, 1)."""
+    return apply("uniform", shape=_dims(shape), min=0.0, max=1.0,
+                 dtype=_dtype_name(dtype))
+
+
+def uniform(shape, dtype="float32", min=-1.0, max=1.0, seed=0):
+    return apply("uniform", shape=_dims(shape), min=float(min), max=float(max),
+                 dtype=_dtype_name(dtype), seed=int(seed))
+
+
+def randn(shape, dtype="float32"):
+    return apply("normal", shape=_dims(shape), dtype=_dtype_name(dtype))
+
+
+def normal(mean=0.0, std=1.0, shape=(1,), dtype="float32"):
+    return apply("normal", shape=_dims(shape), mean=float(mean), std=float(std),
+                 dtype=_dtype_name(dtype))
+
+
+def randint(low=0, high=None, shape=(1,), dtype="int64"):
+    if high is None:
+        low, high = 0, low
+    return apply("randint", shape=_dims(shape), low=int(low), high=int(high),
+                 dtype=_dtype_name(dtype))
+
+
+def seed(n: int) -> None:
+    """Seed the global random generators (NumPy and, when present, CuPy)."""
+    random_kernels.seed(int(n))

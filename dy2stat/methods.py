@@ -1,0 +1,141 @@
+"""The operator and method surface shared by eager Tensors and static Variables.
+
+Both classes get exactly the same methods from here, so code written against
+one runs against the other.
+"""
+
+from __future__ import annotations
+
+from dy2stat import autograd, ops
+from dy2stat.dispatch import apply, binary, unary
+from dy2stat.runtime import dtypes
+from dy2stat.runtime.ops.manipulation import encode_index
+
+
+def _is_bool(x) -> bool:
+    return getattr(x, "dtype", None) == dtypes.bool_
+
+
+def _binary(op_type, reflected=False):
+    if reflected:
+        return lambda self, other: apply(op_type, other, self)
+    return binary(op_type)
+
+
+def _compare(op_type):
+    def method(self, other):
+        if other is None:
+            return op_type == "not_equal"
+        return apply(op_type, self, other)
+
+    return method
+
+
+def _logical(bool_op, int_op, reflected=False):
+    def method(self, other):
+        a, b = (other, self) if reflected else (self, other)
+        return apply(bool_op if _is_bool(self) else int_op, a, b)
+
+    return method
+
+
+def _invert(self):
+    return apply("logical_not" if _is_bool(self) else "bitwise_not", self)
+
+
+def _getitem(self, index):
+    encoded, tensors = encode_index(index)
+    return apply("getitem", self, tensors, index=encoded)
+
+
+def _setitem(self, index, value):
+    encoded, tensors = encode_index(index)
+    self._assign(lambda old: apply("setitem", old, value, tensors, index=encoded))
+
+
+def _reshape(self, *shape):
+    return ops.reshape(self, ops._shape_list(shape))
+
+
+def _transpose(self, *perm):
+    return ops.transpose(self, ops._shape_list(perm) if perm else list(range(self.ndim))[::-1])
+
+
+def _backward(self, grad_tensor=None, retain_graph=False):
+    autograd.backward([self], None if grad_tensor is None else [grad_tensor], retain_graph)
+
+
+def _len(self):
+    shape = self.shape
+    if not shape:
+        raise TypeError("len() of a 0-D tensor")
+    return shape[0]
+
+
+def _iter(self):
+    for i in range(_len(self)):
+        yield self[i]
+
+
+SURFACE = {
+    "__add__": _binary("add"),
+    "__radd__": _binary("add", True),
+    "__sub__": _binary("subtract"),
+    "__rsub__": _binary("subtract", True),
+    "__mul__": _binary("multiply"),
+    "__rmul__": _binary("multiply", True),
+    "__truediv__": _binary("divide"),
+    "__rtruediv__": _binary("divide", True),
+    "__floordiv__": _binary("floor_divide"),
+    "__rfloordiv__": _binary("floor_divide", True),
+    "__mod__": _binary("remainder"),
+    "__rmod__": _binary("remainder", True),
+    "__pow__": _binary("pow"),
+    "__rpow__": _binary("pow", True),
+    "__matmul__": _binary("matmul"),
+    "__rmatmul__": _binary("matmul", True),
+    "__neg__": unary("neg"),
+    "__pos__": lambda self: self,
+    "__abs__": lambda self: apply("abs", self),
+    "__invert__": _invert,
+    "__and__": _logical("logical_and", "bitwise_and"),
+    "__rand__": _logical("logical_and", "bitwise_and", True),
+    "__or__": _logical("logical_or", "bitwise_or"),
+    "__ror__": _logical("logical_or", "bitwise_or", True),
+    "__xor__": _logical("logical_xor", "bitwise_xor"),
+    "__rxor__": _logical("logical_xor", "bitwise_xor", True),
+    "__eq__": _compare("equal"),
+    "__ne__": _compare("not_equal"),
+    "__lt__": _compare("less_than"),
+    "__le__": _compare("less_equal"),
+    "__gt__": _compare("greater_than"),
+    "__ge__": _compare("greater_equal"),
+    "__getitem__": _getitem,
+    "__setitem__": _setitem,
+    "__len__": _len,
+    "__iter__": _iter,
+    "reshape": _reshape,
+    "transpose": _transpose,
+    "backward": _backward,
+    "astype": ops.cast,
+    "numel": ops.numel,
+    "clone": ops.clone,
+}
+
+# Methods that are the functional API with the tensor as the first argument.
+for _name in (
+    "add subtract multiply divide floor_divide remainder mod pow maximum minimum scale "
+    "neg exp log sqrt square tanh sigmoid abs sign sin cos floor ceil round relu clip cast "
+    "equal not_equal less_than less_equal greater_than greater_equal "
+    "logical_and logical_or logical_xor logical_not "
+    "sum mean max min prod any all argmax argmin cumsum matmul mm "
+    "concat split squeeze unsqueeze flatten expand broadcast_to tile flip gather one_hot"
+).split():
+    SURFACE.setdefault(_name, getattr(ops, _name))
+
+
+def install(cls) -> None:
+    """Give ``cls`` the shared surface (called for Tensor and Variable)."""
+    for name, fn in SURFACE.items():
+        setattr(cls, name, fn)
+    cls.__hash__ = object.__hash__

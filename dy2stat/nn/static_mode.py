@@ -1,0 +1,67 @@
+"""How layers make and update their state when static mode is on.
+
+In static mode a layer's parameters and buffers are persistable variables of
+the default main program, initialized by ops of the default startup program;
+a buffer that the forward updates (batch norm's running statistics) is
+written back by an ``assign`` op whose output is the buffer's own variable.
+
+``dy2stat.static`` is imported inside these functions: they only run once
+static mode is on, which itself needs ``dy2stat.static`` loaded, and the rest
+of ``nn`` must not depend on the static stack being importable.
+"""
+
+from __future__ import annotations
+
+from dy2stat import device
+from dy2stat.mode import state
+from dy2stat.runtime.ir import Operator
+
+
+def in_static_mode() -> bool:
+    return state.static
+
+
+def create_parameter(shape, dtype, name: str, initializer, trainable: bool = True):
+    """A persistable parameter variable of the main program, wrapped as a Variable."""
+    from dy2stat.static import framework
+    from dy2stat.static.variable import Variable
+
+    main = framework.default_main_program()
+    block = main.global_block()
+    if name in block.vars:
+        name = main.unique_name(name)
+    var = framework.create_parameter(shape, dtype, name=name,
+                                     initializer=initializer.static_op(shape))
+    var.stop_gradient = not trainable
+    return Variable(block, var.name)
+
+
+def create_buffer(shape, dtype, name: str, initializer):
+    """A persistable, non-trainable variable (running statistics and the like)."""
+    return create_parameter(shape, dtype, name, initializer, trainable=False)
+
+
+def assign_to(target, value) -> None:
+    """Write static ``value`` into ``target``'s variable when the program runs.
+
+    ``target`` is a static Variable (a layer built in static mode) or an eager
+    Tensor read by the program being built (a layer converted by to_static);
+    the latter is captured as a persistable variable of the same name, so the
+    executor's write to that variable is what reaches the tensor.
+    """
+    from dy2stat.static import framework
+    from dy2stat.static.builder import capture
+
+    name = target.name if getattr(target, "is_static", False) else capture(target).name
+    block = framework.current_block()
+    block.append_op(Operator("assign", {"X": [value.name]}, {"Out": [name]}, {}))
+
+
+def set_value(target, value) -> None:
+    """Put ``value`` (an array) into the global scope as ``target``'s variable
+    (on the current device)."""
+    from dy2stat.static.executor import global_scope
+
+    var = target.desc
+    scope = global_scope()
+    scope[target.name] = device.current.xp.array(value, dtype=var.dtype)

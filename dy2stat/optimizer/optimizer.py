@@ -1,0 +1,332 @@
+"""The optimizer base: accumulators, learning rate, clipping, decay, eager and static updates.
+
+A subclass names its update op (``runtime/ops/optimizer.py``) and its
+accumulators; the base runs the op. Eagerly, ``step()`` applies the op to
+each parameter that has a gradient and writes the results back into the
+parameter tensor (the same object the layers hold) and the accumulators. In
+a static program ``minimize(loss)`` appends the backward ops and one update
+op per parameter whose outputs *are* the persistable parameter and
+accumulator variables, so every run of the program trains.
+
+The learning rate reaches the op as a one-element tensor, so a scheduler
+changes it without rebuilding anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from dy2stat import device
+from dy2stat.autograd import no_grad
+from dy2stat.creation import full
+from dy2stat.dispatch import apply
+from dy2stat.optimizer.lr import LRScheduler
+from dy2stat.runtime import dtypes
+from dy2stat.runtime.ir import Operator, Var
+from dy2stat.runtime.ops import optimizer as _update_ops  # noqa: F401  (registers the ops)
+from dy2stat.runtime.registry import Meta, get_op
+from dy2stat.static import append_backward
+from dy2stat.static import framework as static_framework
+from dy2stat.static.builder import capture, captured_tensors
+from dy2stat.static.variable import Variable
+from dy2stat.tensor import Tensor
+
+__all__ = ["Optimizer"]
+
+
+@dataclass(frozen=True)
+class Accumulator:
+    """A per-parameter state of an optimizer: Paddle's name, its shape, its first value."""
+
+    name: str  # e.g. "moment1": keys are "{param}_moment1_0"
+    scalar: bool = False  # a [1] tensor (beta powers) instead of the parameter's shape
+    init: str | float = 0.0  # a value, or the name of an optimizer attribute holding it
+
+
+class Optimizer:
+    """Base of SGD, Momentum, Adam and AdamW.
+
+    ``parameters``: the tensors to update (required eagerly; in a static
+    program ``None`` means every trainable parameter). ``learning_rate``: a
+    float or an ``LRScheduler``. ``weight_decay``: an L2 coefficient (a float,
+    or an object with a ``coeff`` like Paddle's ``L2Decay``) added to the
+    gradients. ``grad_clip``: e.g. ``ClipGradByGlobalNorm``, applied first.
+    """
+
+    _op_type: str = ""
+    _accumulators: tuple[Accumulator, ...] = ()
+    # AdamW decays inside its op: the base must not add an L2 term as well.
+    _l2_decay: bool = True
+
+    def __init__(self, learning_rate: float | LRScheduler = 0.001, parameters=None,
+                 weight_decay=None, grad_clip=None, name: str | None = None):
+        if not isinstance(learning_rate, (int, float, LRScheduler)) or isinstance(
+                learning_rate, bool):
+            raise TypeError(
+                f"{type(self).__name__}: learning_rate must be a float or an LRScheduler, "
+                f"not {type(learning_rate).__name__}"
+            )
+        if isinstance(parameters, Tensor):
+            raise TypeError(
+                f"{type(self).__name__}: parameters must be a list of tensors "
+                "(e.g. model.parameters()), not one Tensor"
+            )
+        if isinstance(parameters, Iterable) and not isinstance(parameters, list):
+            parameters = list(parameters)
+        if parameters is not None and any(isinstance(p, dict) for p in parameters):
+            raise TypeError(f"{type(self).__name__}: parameter groups (dicts) are not supported")
+        self._parameter_list = parameters
+        self._learning_rate = learning_rate
+        self._weight_decay = _coeff(weight_decay, type(self).__name__)
+        self._grad_clip = grad_clip
+        self._name = name
+        # accumulator name -> id(param) -> Tensor (eager state)
+        self._state: dict[str, dict[int, Tensor]] = {a.name: {} for a in self._accumulators}
+        # Built directly (not with ``full``), so creating an optimizer in static mode
+        # appends nothing; static programs capture it and read it on every run.
+        self._lr_tensor = Tensor(device.current.xp.full([1], self.get_lr(), dtype=np.float32),
+                                 name="learning_rate")
+        if isinstance(learning_rate, LRScheduler):
+            learning_rate._subscribe(self._on_lr_change)
+
+    # ------------------------------------------------------- learning rate
+    def get_lr(self) -> float:
+        """The current learning rate (the scheduler's ``last_lr`` when there is one)."""
+        if isinstance(self._learning_rate, LRScheduler):
+            return float(self._learning_rate())
+        return float(self._learning_rate)
+
+    def set_lr(self, value: float) -> None:
+        """Set a float learning rate (not allowed when a scheduler drives it)."""
+        if isinstance(self._learning_rate, LRScheduler):
+            raise RuntimeError(
+                f"{type(self).__name__}.set_lr: the learning rate is driven by "
+                f"{type(self._learning_rate).__name__}; step the scheduler instead"
+            )
+        if not isinstance(value, (int, float)):
+            raise TypeError(f"set_lr: value must be a float, not {type(value).__name__}")
+        self._learning_rate = float(value)
+        self._on_lr_change(float(value))
+
+    def _on_lr_change(self, value: float) -> None:
+        # Rewritten in place: a static program that captured this tensor reads it every run.
+        self._lr_tensor.set_value(np.full([1], value, dtype=np.float32))
+
+    # ------------------------------------------------------------- eager
+    def step(self) -> None:
+        """Update every parameter that has a gradient (eager mode)."""
+        params = self._eager_parameters("step")
+        with no_grad():
+            pairs = [(p, p.grad) for p in params if not p.stop_gradient and p.grad is not None]
+            self._update_eager(pairs)
+
+    def _update_eager(self, pairs) -> list:
+        pairs = self._preprocess(pairs)
+        lr = self._lr_tensor
+        attrs = self._attrs()
+        for param, grad in pairs:
+            state = [self._eager_state(param, acc) for acc in self._accumulators]
+            out = apply(self._op_type, param, grad, *state, lr, **attrs)
+            out = out if isinstance(out, tuple) else (out,)
+            param.set_value(out[0])
+            for acc, value in zip(self._accumulators, out[1:]):
+                self._state[acc.name][id(param)] = value
+        return pairs
+
+    def _eager_state(self, param: Tensor, acc: Accumulator) -> Tensor:
+        per_param = self._state[acc.name]
+        value = per_param.get(id(param))
+        if value is None:
+            shape = [1] if acc.scalar else param.shape
+            value = per_param[id(param)] = full(shape, self._init_value(acc),
+                                                _state_dtype(param.dtype))
+        return value
+
+    def clear_grad(self, set_to_zero: bool = False) -> None:
+        """Drop (or zero) the gradients of the parameters."""
+        for p in self._eager_parameters("clear_grad"):
+            if set_to_zero and p.grad is not None:
+                p.grad = full(p.grad.shape, 0.0, p.grad.dtype)
+            else:
+                p.grad = None
+
+    clear_gradients = clear_grad
+
+    def minimize(self, loss, startup_program=None, parameters=None, no_grad_set=None):
+        """Eagerly: backward (unless already run on ``loss``), then ``step()``.
+        On a static Variable: append backward and update ops to its program.
+
+        Returns ``(update ops, [(param, grad)])`` as Paddle does.
+        """
+        if getattr(loss, "is_static", False):
+            return self._minimize_static(loss, startup_program, parameters, no_grad_set)
+        if not isinstance(loss, Tensor):
+            raise TypeError(f"minimize: loss must be a Tensor, not {type(loss).__name__}")
+        node = loss._node
+        if node is not None and not node.freed:
+            loss.backward()
+        params = parameters if parameters is not None else self._eager_parameters("minimize")
+        skip = {id(p) for p in (no_grad_set or ())}
+        with no_grad():
+            pairs = [(p, p.grad) for p in params
+                     if not p.stop_gradient and p.grad is not None and id(p) not in skip]
+            pairs = self._update_eager(pairs)
+        return [], pairs
+
+    def _eager_parameters(self, where: str) -> list:
+        if self._parameter_list is None:
+            raise ValueError(
+                f"{type(self).__name__}.{where}: the optimizer has no parameters; pass "
+                "parameters=model.parameters() when creating it"
+            )
+        return self._parameter_list
+
+    # ------------------------------------------------------------ static
+    def _minimize_static(self, loss: Variable, startup_program, parameters, no_grad_set):
+        program = loss.block.program
+        startup = startup_program or static_framework.default_startup_program()
+        with static_framework.program_guard(program, startup):
+            names = self._static_parameter_names(program, parameters)
+            if no_grad_set:
+                skip = {getattr(v, "name", v) for v in no_grad_set}
+                names = None if names is None else [n for n in names if n not in skip]
+            pairs = append_backward(loss, names)
+            if no_grad_set and names is None:
+                pairs = [(p, g) for p, g in pairs if p.name not in skip]
+            pairs = self._preprocess(pairs)
+            lr = capture(self._lr_tensor)
+            update_ops = [self._append_update(program, p, g, lr) for p, g in pairs]
+        return update_ops, pairs
+
+    def _static_parameter_names(self, program, parameters):
+        """Names in ``program`` of the parameters to train (None: all trainable ones)."""
+        params = parameters if parameters is not None else self._parameter_list
+        if params is None:
+            return None
+        captured = {id(t): name for name, t in captured_tensors(program).items()}
+        names = []
+        for p in params:
+            if isinstance(p, (Variable, Var)):
+                names.append(p.name)
+            elif isinstance(p, str):
+                names.append(p)
+            elif isinstance(p, Tensor):
+                if id(p) in captured:  # a tensor the program never read is not trained by it
+                    names.append(captured[id(p)])
+            else:
+                raise TypeError(f"minimize: cannot train a {type(p).__name__} in a static program")
+        return names
+
+    def _append_update(self, program, param: Variable, grad: Variable, lr: Var) -> Operator:
+        block = program.global_block()
+        state = [self._static_state(program, param, acc) for acc in self._accumulators]
+        op = get_op(self._op_type)
+        ins = [param.desc, grad.desc, *state, lr]
+        attrs = op.full_attrs(self._attrs())
+        op.infer(*[Meta(v.shape, v.dtype) for v in ins], **attrs)  # check before appending
+        outs = [param.desc, *state]
+        update = Operator(
+            op.type,
+            {slot: [v.name] for slot, v in zip(op.input_names, ins)},
+            {slot: [v.name] for slot, v in zip(op.output_names, outs)},
+            attrs,
+        )
+        block.append_op(update)
+        return update
+
+    def _static_state(self, program, param: Variable, acc: Accumulator) -> Var:
+        block = program.global_block()
+        name = _fresh_name(block, f"{param.name}_{acc.name}")
+        shape = [1] if acc.scalar else list(param.shape)
+        return static_framework.create_parameter(
+            shape, str(_state_dtype(param.dtype)), name=name,
+            initializer=("full", {"value": self._init_value(acc)}),
+        )
+
+    # ------------------------------------------------------------ shared
+    def _preprocess(self, pairs):
+        """Paddle's order: clip the gradients, then add the L2 decay term."""
+        if self._grad_clip is not None:
+            pairs = self._grad_clip(pairs)
+        if self._weight_decay and self._l2_decay:
+            pairs = [(p, g + p * self._weight_decay) for p, g in pairs]
+        return pairs
+
+    def _attrs(self) -> dict:
+        """The update op's attrs (subclasses)."""
+        return {}
+
+    def _init_value(self, acc: Accumulator) -> float:
+        return float(getattr(self, acc.init) if isinstance(acc.init, str) else acc.init)
+
+    # ------------------------------------------------------------- state
+    def state_dict(self) -> dict:
+        """Accumulators keyed ``"{param name}_{accumulator}_0"``, and the scheduler's state."""
+        state = {}
+        for index, p in enumerate(self._parameter_list or ()):
+            for acc in self._accumulators:
+                value = self._state[acc.name].get(id(p))
+                if value is not None:
+                    state[_state_key(p, index, acc)] = value
+        if isinstance(self._learning_rate, LRScheduler):
+            state["LR_Scheduler"] = self._learning_rate.state_dict()
+        return state
+
+    def set_state_dict(self, state_dict: dict) -> None:
+        """Load what ``state_dict()`` returned (values may be Tensors or arrays)."""
+        if "LR_Scheduler" in state_dict and isinstance(self._learning_rate, LRScheduler):
+            self._learning_rate.set_state_dict(state_dict["LR_Scheduler"])
+        for index, p in enumerate(self._eager_parameters("set_state_dict")):
+            for acc in self._accumulators:
+                key = _state_key(p, index, acc)
+                if key not in state_dict:
+                    continue
+                value = state_dict[key]
+                array = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
+                expected = [1] if acc.scalar else p.shape
+                if list(array.shape) != list(expected) and array.size != 1:
+                    raise ValueError(
+                        f"set_state_dict: {key} has shape {list(array.shape)}, "
+                        f"expected {expected}"
+                    )
+                target = self._eager_state(p, acc)
+                target.set_value(array.reshape(target.shape))
+        self._on_lr_change(self.get_lr())
+
+    set_dict = set_state_dict
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(learning_rate={self._learning_rate!r})"
+
+
+def _coeff(weight_decay, owner: str) -> float:
+    if weight_decay is None:
+        return 0.0
+    if isinstance(weight_decay, (int, float)) and not isinstance(weight_decay, bool):
+        return float(weight_decay)
+    coeff = getattr(weight_decay, "coeff", getattr(weight_decay, "_coeff", None))
+    if coeff is None:
+        raise TypeError(
+            f"{owner}: weight_decay must be a float or an L2 decay with a coeff, "
+            f"not {type(weight_decay).__name__}"
+        )
+    return float(coeff)
+
+
+def _state_dtype(dtype) -> np.dtype:
+    """Accumulators keep at least float32 precision (float16 parameters included)."""
+    return dtypes.float64 if dtype == dtypes.float64 else dtypes.float32
+
+
+def _state_key(param, index: int, acc: Accumulator) -> str:
+    return f"{param.name or f'param_{index}'}_{acc.name}_0"
+
+
+def _fresh_name(block, base: str) -> str:
+    index = 0
+    while f"{base}_{index}" in block.vars:
+        index += 1
+    return f"{base}_{index}"

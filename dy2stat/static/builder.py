@@ -1,0 +1,88 @@
+"""The static half of the dispatcher: append an op to the current block."""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from dy2stat.runtime import build
+from dy2stat.runtime.ir import Block, Var
+from dy2stat.static import framework
+from dy2stat.static.variable import Variable
+from dy2stat.tensor import Tensor
+
+_SCALARS = (int, float, bool)
+
+
+def static_apply(op, inputs, attrs):
+    """Append ``op`` to the block being built and return Variables for its outputs."""
+    block = framework.current_block()
+    values = [_value(block, x, op) for x in inputs]
+    attrs = {k: _json(v) for k, v in attrs.items()}
+    result = build.append(block, op, values, attrs)
+    return _wrap(block, result)
+
+
+def _value(block: Block, x, op):
+    if isinstance(x, Variable):
+        return x.desc
+    if x is None or type(x) in _SCALARS:
+        return x
+    if isinstance(x, Tensor):
+        return capture(x)
+    if isinstance(x, (list, tuple)):
+        return [_value(block, v, op) for v in x]
+    raise TypeError(f"{op.type}: cannot use a {type(x).__name__} as an input in a static program")
+
+
+def capture(tensor: Tensor) -> Var:
+    """An eager tensor read by a static program becomes a persistable variable.
+
+    Its value is read from the tensor at every run (so parameters updated
+    eagerly are seen by the next run).
+    """
+    program = framework.default_main_program()
+    captured = captured_tensors(program)
+    for name, t in captured.items():
+        if t is tensor:
+            return program.global_block().var(name)
+    name = tensor.name if tensor.name and tensor.name not in program.global_block().vars \
+        else program.unique_name("captured")
+    var = program.global_block().create_var(
+        tensor.shape, tensor.dtype, name=name, persistable=True,
+        stop_gradient=tensor.stop_gradient,
+    )
+    captured[name] = tensor
+    return var
+
+
+_CAPTURED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def captured_tensors(program) -> dict:
+    """name -> eager Tensor for the tensors a program captured while being built."""
+    return _CAPTURED.setdefault(program, {})
+
+
+def _json(value):
+    """Attrs are plain data: tuples become lists, dtypes become names."""
+    if isinstance(value, tuple):
+        return [_json(v) for v in value]
+    if isinstance(value, list):
+        return [_json(v) for v in value]
+    if isinstance(value, np.dtype):
+        return str(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _wrap(block, result):
+    if isinstance(result, Var):
+        return Variable(block, result.name)
+    if isinstance(result, list):
+        return [_wrap(block, r) for r in result]
+    if isinstance(result, tuple):
+        return tuple(_wrap(block, r) for r in result)
+    return result

@@ -1,0 +1,44 @@
+"""Nested structures (tuples, lists, dicts) of values: flatten and pack back."""
+
+from __future__ import annotations
+
+
+def flatten(structure) -> list:
+    """The leaves of ``structure`` in order (dicts by sorted key)."""
+    if isinstance(structure, (list, tuple)):
+        return [leaf for item in structure for leaf in flatten(item)]
+    if isinstance(structure, dict):
+        return [leaf for key in sorted(structure) for leaf in flatten(structure[key])]
+    return [structure]
+
+
+def pack_as(structure, leaves: list):
+    """``structure`` with its leaves replaced, in order, by ``leaves``."""
+    it = iter(leaves)
+
+    def build(s):
+        if isinstance(s, tuple):
+            items = [build(v) for v in s]
+            return type(s)(*items) if hasattr(s, "_fields") else tuple(items)
+        if isinstance(s, list):
+            return [build(v) for v in s]
+        if isinstance(s, dict):
+            return {k: build(s[k]) for k in sorted(s)}
+        return next(it)
+
+    return build(structure)
+
+
+def same_structure(a, b) -> bool:
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same_structure(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return sorted(a) == sorted(b) and all(same_structure(a[k], b[k]) for k in a)
+    return not isinstance(a, (list, tuple, dict)) and not isinstance(b, (list, tuple, dict))
+
+
+def describe(structure) -> str:
+    """A short description for error messages: 'a tuple of 2', 'a Variable', ..."""
+    if isinstance(structure, (list, tuple, dict)):
+        return f"a {type(structure).__name__} of {len(structure)}"
+    return "None" if structure is None else f"a {type(structure).__name__}"

@@ -1,0 +1,76 @@
+"""The static ``Variable``: a symbolic value of a block with the Tensor surface."""
+
+from __future__ import annotations
+
+from dy2stat.runtime import build
+from dy2stat.runtime.ir import Block, Var
+
+
+class Variable:
+    """A value of a static program; its operators append ops instead of computing."""
+
+    __slots__ = ("block", "name", "__weakref__")
+    is_static = True
+
+    def __init__(self, block: Block, name: str):
+        self.block = block
+        self.name = name
+
+    @property
+    def desc(self) -> Var:
+        return self.block.var(self.name)
+
+    @property
+    def shape(self) -> list:
+        return list(self.desc.shape)
+
+    @property
+    def dtype(self):
+        return self.desc.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.desc.shape)
+
+    @property
+    def persistable(self) -> bool:
+        return self.desc.persistable
+
+    @property
+    def stop_gradient(self) -> bool:
+        return self.desc.stop_gradient
+
+    @stop_gradient.setter
+    def stop_gradient(self, value: bool) -> None:
+        self.desc.stop_gradient = bool(value)
+
+    def __bool__(self):
+        raise TypeError(
+            f"a static Variable ({self.name}) cannot be used as a Python bool: its value is "
+            "only known when the program runs. Convert the function with @d2s.jit.to_static, "
+            "or use d2s.static.nn.cond / d2s.static.nn.while_loop"
+        )
+
+    def __float__(self):
+        raise TypeError(f"a static Variable ({self.name}) has no value until the program runs")
+
+    __int__ = __index__ = __float__
+
+    def numpy(self):
+        raise TypeError(
+            f"a static Variable ({self.name}) has no value; fetch it with Executor.run"
+        )
+
+    def _assign(self, make) -> None:
+        """Rebind to ``make(old)``: how ``v[i] = x`` works on a symbolic value."""
+        new = make(Variable(self.block, self.name))
+        self.block, self.name = new.block, new.name
+
+    def detach(self) -> Variable:
+        """A copy that gradients do not flow through."""
+        out = build.append(self.block, "assign", [self.desc], {})
+        out.stop_gradient = True
+        return Variable(self.block, out.name)
+
+    def __repr__(self) -> str:
+        return f"Variable({self.desc})"

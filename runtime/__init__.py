@@ -1,0 +1,1 @@
+"""The program: IR, op registry, backward, passes, executor, serialization."""

@@ -1,0 +1,527 @@
+"""Static backward: gradient ops appended to a program.
+
+``append_backward(program, loss)`` appends to block 0 the gradient ops of
+every op on a path from a parameter to ``loss`` and returns
+``[(param, grad)]``; ``gradients(program, targets, inputs)`` does the same
+for any variables (data included). Both apply the registry's gradient rules
+through a ``BlockEmitter`` (the emitter interface of ``registry.py``), so the
+rules that serve eager backward serve static backward too.
+
+Gradient variables are named ``<name>@GRAD`` (``<name>@GRAD_<n>`` when that
+name is taken, e.g. after a second ``append_backward``).
+
+What flows where
+    Only float values carry gradients. An op whose type has no rule
+    (``grad`` None: comparisons, argmax, floor, ...) stops the flow; so do
+    the slots a rule lists as ``no_grad`` and any variable marked
+    ``stop_gradient`` that is not itself asked for. Ops not on a path from a
+    wanted variable to a target get no gradient ops.
+
+Control flow (the ops of ``ops/control_flow.py``)
+    ``cond``: the gradient is a new ``cond`` on the same predicate. Each of
+    its branches is a new sub-block that first recomputes the forward
+    branch (a renamed copy of its ops: the forward branch's intermediates
+    are not visible outside it), then runs the gradient ops of that branch,
+    seeded with the output gradients (captured from outside), down to the
+    captured inputs. Both branches yield one gradient per float captured
+    input that needs one (zeros where a branch does not use it). Nested
+    control flow in a branch is handled by the same code (recursion).
+
+    ``while``: the forward op gets a ``Carries`` output (a variable
+    ``while_carries_<n>``, declared float32 ``[]`` but opaque: at run time it
+    holds the stack of each iteration's carried values), and a
+    ``while_grad`` op is appended. Its ``grad_block`` is a sub-block of the
+    loop body (the executor runs the body and then ``grad_block`` in one
+    scope per iteration, in reverse, from the saved carries); ``grad_args``
+    are bound to the gradients of ``body_outs`` of that iteration,
+    ``grad_outs`` are the gradients of ``body_args`` (the next iteration's
+    ``grad_args``, and finally ``DX``) and ``grad_inputs`` the gradients of
+    the float captured inputs (summed over iterations into ``DInput``). So
+    gradients flow through loops whose trip count depends on the data.
+
+    Recomputation means a random op (dropout) inside a branch or loop body
+    draws again in backward unless it has a fixed seed.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from dy2stat.runtime import build, dtypes
+from dy2stat.runtime.ir import Block, Operator, Program, Var
+from dy2stat.runtime.registry import get_op
+
+__all__ = ["BlockEmitter", "append_backward", "gradients", "GRAD_SUFFIX"]
+
+GRAD_SUFFIX = "@GRAD"
+
+# Attrs of control-flow ops that hold variable names, and the sub-block the
+# names belong to (they are renamed with it when a block is copied).
+_NAME_ATTRS = {
+    "true_outs": "true_block", "false_outs": "false_block",
+    "cond_args": "cond_block", "cond_out": "cond_block",
+    "body_args": "body_block", "body_outs": "body_block",
+    "grad_args": "grad_block", "grad_outs": "grad_block", "grad_inputs": "grad_block",
+}
+
+
+class BlockEmitter:
+    """The emitter of gradient rules for static code: ``e(type, *inputs, **attrs)``.
+
+    Appends one op to ``block`` through ``build.append`` and returns its
+    output ``Var`` (or Vars, by slot). Inputs are ``Var``s visible from
+    ``block``, lists of them for variadic slots, Python scalars or None.
+    """
+
+    def __init__(self, block: Block):
+        self.block = block
+
+    def __call__(self, type: str, *inputs, **attrs):
+        return build.append(self.block, type, inputs, attrs)
+
+
+# ------------------------------------------------------------- public API
+
+
+def append_backward(program: Program, loss, parameter_names=None) -> list[tuple[Var, Var]]:
+    """Append the gradient ops of ``loss`` to block 0; return ``[(param, grad)]``.
+
+    ``loss`` is a float ``Var`` of block 0 (or its name); its gradient is
+    seeded with ones. ``parameter_names`` (names or Vars) defaults to every
+    persistable float variable of block 0 with ``stop_gradient`` False.
+    Parameters that do not lead to ``loss`` get no pair; the pairs follow the
+    order of ``parameter_names``.
+    """
+    block = program.global_block()
+    loss_var = _resolve(block, loss, "append_backward: loss")
+    if parameter_names is None:
+        params = [v for v in block.vars.values()
+                  if v.persistable and dtypes.is_float(v.dtype) and not v.stop_gradient]
+    else:
+        params = [_resolve(block, p, "append_backward: parameter") for p in parameter_names]
+    grads = _backward_from(program, [loss_var], None, [p.name for p in params], "append_backward")
+    return [(p, grads[p.name]) for p in params if grads.get(p.name) is not None]
+
+
+def gradients(program: Program, targets, inputs, target_gradients=None) -> list[Var | None]:
+    """Gradients of ``sum(targets)`` (weighted by ``target_gradients``) w.r.t. ``inputs``.
+
+    ``targets`` and ``inputs`` are Vars (or names) of block 0, one or a list;
+    any variable may be an input (data included, whatever its
+    ``stop_gradient``). ``target_gradients``: one seed Var (or None for ones)
+    per target. Returns one gradient Var per input, None where the input does
+    not lead to any target.
+    """
+    block = program.global_block()
+    targets = [_resolve(block, t, "gradients: target") for t in _as_list(targets)]
+    inputs = [_resolve(block, x, "gradients: input") for x in _as_list(inputs)]
+    seeds = None
+    if target_gradients is not None:
+        seeds = _as_list(target_gradients)
+        if len(seeds) != len(targets):
+            raise ValueError(
+                f"gradients: got {len(targets)} targets but {len(seeds)} target gradients")
+        seeds = [None if s is None else _resolve(block, s, "gradients: target gradient")
+                 for s in seeds]
+    grads = _backward_from(program, targets, seeds, [x.name for x in inputs], "gradients")
+    return [grads.get(x.name) for x in inputs]
+
+
+# ---------------------------------------------------------- block 0 driver
+
+
+def _as_list(values):
+    return list(values) if isinstance(values, (list, tuple)) else [values]
+
+
+def _resolve(block: Block, value, what: str) -> Var:
+    name = value if isinstance(value, str) else getattr(value, "name", None)
+    if name is None:
+        raise TypeError(f"{what} must be a Var or a variable name, got {type(value).__name__}")
+    var = block.vars.get(name)
+    if var is None:
+        raise ValueError(f"{what} {name!r} is not a variable of block 0")
+    return var
+
+
+def _backward_from(program, targets, seeds, wanted, where) -> dict[str, Var]:
+    block = program.global_block()
+    e = BlockEmitter(block)
+    n_ops = len(block.ops)  # the forward ops: those present before we append
+    pairs = []
+    for i, t in enumerate(targets):
+        if not dtypes.is_float(t.dtype):
+            raise TypeError(f"{where}: target {t.name!r} has dtype {t.dtype}; "
+                            "only float values have gradients")
+        seed = seeds[i] if seeds is not None else None
+        if seed is None:
+            seed = e("full_like", t, value=1.0)
+        elif tuple(seed.shape) != tuple(t.shape) and -1 not in (*seed.shape, *t.shape):
+            raise ValueError(f"{where}: the gradient for {t.name!r} has shape "
+                             f"{list(seed.shape)}, but the target has {list(t.shape)}")
+        pairs.append((t.name, seed))
+    ops = block.ops[:n_ops]
+    grads = _backward_ops(program, ops, block, block, pairs, set(wanted))
+    result = {}
+    for name in dict.fromkeys(wanted):
+        g = grads.get(name)
+        if g is None:
+            continue
+        var = block.var(name)
+        if g.dtype != var.dtype:
+            g = e("cast", g, dtype=str(var.dtype))
+        result[name] = _named_copy(block, g, name + GRAD_SUFFIX)
+    return result
+
+
+def _named_copy(block: Block, g: Var, name: str) -> Var:
+    """``assign`` g into a variable called ``name`` (or ``name_<n>`` when taken)."""
+    out = build.append(block, "assign", [g], {})
+    program = block.program
+    if any(name in b.vars for b in program.blocks):
+        name = program.unique_name(name)
+    del block.vars[out.name]
+    out.name = name
+    block.vars[name] = out
+    block.ops[-1].outputs["Out"] = [name]
+    program.bump()
+    return out
+
+
+# ------------------------------------------------------------- the sweep
+
+
+def _is_float(var) -> bool:
+    return var is not None and dtypes.is_float(var.dtype)
+
+
+def _diff_inputs(op: Operator) -> list[str]:
+    """The input names a gradient can flow to through ``op`` (empty: none)."""
+    if op.type == "cond":
+        return list(op.inputs.get("Input", []))
+    if op.type == "while":
+        return list(op.inputs.get("X", [])) + list(op.inputs.get("Input", []))
+    opdef = get_op(op.type)
+    if opdef.grad is None:
+        return []
+    return [n for slot in opdef.inputs if slot.name not in opdef.no_grad
+            for n in op.inputs.get(slot.name, [])]
+
+
+def _diff_outputs(op: Operator) -> list[str]:
+    if op.type == "while":
+        return list(op.outputs.get("Out", []))
+    return op.output_names()
+
+
+def _requires(ops, block: Block, sources: set) -> set:
+    """Names that depend (differentiably) on a source: forward reachability."""
+    req = {n for n in sources if _is_float(block.find_var(n))}
+    for op in ops:
+        if any(n in req for n in _diff_inputs(op)):
+            for n in _diff_outputs(op):
+                var = block.find_var(n)
+                if _is_float(var) and (not var.stop_gradient or n in sources):
+                    req.add(n)
+    return req
+
+
+class _Grads:
+    """Gradient contributions per name, summed with ``add`` as they arrive."""
+
+    def __init__(self, e: BlockEmitter):
+        self.e = e
+        self.map: dict[str, Var] = {}
+
+    def add(self, name: str, g: Var) -> None:
+        prev = self.map.get(name)
+        self.map[name] = g if prev is None else self.e("add", prev, g)
+
+    def get(self, name: str) -> Var | None:
+        return self.map.get(name)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.map
+
+
+def _backward_ops(program, ops, fwd_block, emit_block, seeds, sources) -> dict[str, Var]:
+    """Emit into ``emit_block`` the gradient ops of ``ops`` (which live in ``fwd_block``).
+
+    ``emit_block`` is ``fwd_block`` or a block that sees it (a child).
+    ``seeds``: (name, gradient Var) pairs; ``sources``: the names whose
+    gradients are wanted. Returns the gradient of every name reached.
+    """
+    e = BlockEmitter(emit_block)
+    grads = _Grads(e)
+    for name, g in seeds:
+        grads.add(name, g)
+    req = _requires(ops, fwd_block, sources)
+    for op in reversed(ops):
+        if not any(n in grads for n in _diff_outputs(op)):
+            continue
+        if not any(n in req for n in _diff_inputs(op)):
+            continue
+        if op.type == "cond":
+            _cond_grad(program, op, emit_block, grads, req)
+        elif op.type == "while":
+            _while_grad(program, op, fwd_block, emit_block, grads, req)
+        else:
+            _op_grad(op, emit_block, e, grads, req)
+    return grads.map
+
+
+def _zeros_like(e: BlockEmitter, var: Var) -> Var:
+    return e("full_like", var, value=0.0)
+
+
+def _as_dtype(e: BlockEmitter, g: Var, var: Var) -> Var:
+    return g if g.dtype == var.dtype else e("cast", g, dtype=str(var.dtype))
+
+
+def _op_grad(op: Operator, block: Block, e: BlockEmitter, grads: _Grads, req: set) -> None:
+    """Apply a registry rule: the inputs, outputs and output grads in the rule's layout."""
+    opdef = get_op(op.type)
+    ins, need = [], []
+    for slot in opdef.inputs:
+        names = op.inputs.get(slot.name, [])
+        if slot.variadic:
+            ins.append([block.var(n) for n in names])
+        else:
+            ins.append(block.var(names[0]) if names else None)
+        need.append(slot.name not in opdef.no_grad and any(n in req for n in names))
+    outs = [block.var(n) for n in op.output_names()]
+    douts = [grads.get(v.name) if v.name in grads else _zeros_like(e, v) for v in outs]
+    if len(opdef.outputs) == 1 and opdef.outputs[0].variadic:
+        douts = [douts]
+    attrs = {**opdef.attrs, **op.attrs}
+    results = opdef.grad(e, ins, outs, douts, attrs, need)
+    if len(results) != len(opdef.inputs):
+        raise RuntimeError(f"the gradient rule of {op.type} returned {len(results)} "
+                           f"gradients for {len(opdef.inputs)} input slots")
+    for slot, g, needed in zip(opdef.inputs, results, need):
+        if not needed or g is None:
+            continue
+        names = op.inputs.get(slot.name, [])
+        pairs = zip(names, g) if slot.variadic else [(names[0], g)]
+        for name, gi in pairs:
+            if gi is not None and name in req:
+                grads.add(name, gi)
+
+
+# ------------------------------------------------------------------ cond
+
+
+def _cond_grad(program, op, emit_block, grads: _Grads, req: set) -> None:
+    pred = op.inputs["Cond"][0]
+    captured = list(op.inputs.get("Input", []))
+    outs = op.outputs.get("Out", [])
+    wanted = [n for n in dict.fromkeys(captured) if n in req]
+    douts = [(i, grads.get(n)) for i, n in enumerate(outs)
+             if n in grads and _is_float(emit_block.find_var(n))]
+    if not wanted or not douts:
+        return
+    branches = []
+    for block_attr, outs_attr in (("true_block", "true_outs"), ("false_block", "false_outs")):
+        src = program.blocks[op.attrs[block_attr]]
+        gblock = program.create_block(emit_block.idx)
+        mapping = _copy_ops_into(program, src, gblock, {})
+        copied = list(gblock.ops)
+        branch_outs = [mapping.get(n, n) for n in op.attrs[outs_attr]]
+        seeds = [(branch_outs[i], g) for i, g in douts]
+        sub = _backward_ops(program, copied, gblock, gblock, seeds, set(wanted))
+        ge = BlockEmitter(gblock)
+        results = []
+        for name in wanted:
+            var = gblock.var(name)
+            g = sub.get(name)
+            results.append(_zeros_like(ge, var) if g is None else _as_dtype(ge, g, var))
+        _prune(gblock, copied, {r.name for r in results})
+        branches.append((gblock, [r.name for r in results]))
+    # What the gradient branches read from outside: the forward captures
+    # they use first, then the output gradients and anything else.
+    free: dict[str, None] = {}
+    for gblock, result_names in branches:
+        free.update(dict.fromkeys(_free_names(program, gblock, result_names)))
+    order = [n for n in captured if n in free] + [g.name for _, g in douts if g.name in free]
+    inputs = list(dict.fromkeys(order + list(free)))
+    out_vars = []
+    for name in wanted:
+        var = emit_block.var(name)
+        out_vars.append(emit_block.create_var(
+            var.shape, var.dtype, name=program.unique_name(name + GRAD_SUFFIX)))
+    (tblock, tnames), (fblock, fnames) = branches
+    emit_block.append_op(Operator(
+        "cond",
+        {"Cond": [pred], "Input": inputs},
+        {"Out": [v.name for v in out_vars]},
+        {"true_block": tblock.idx, "false_block": fblock.idx,
+         "true_outs": tnames, "false_outs": fnames},
+    ))
+    for name, g in zip(wanted, out_vars):
+        grads.add(name, g)
+
+
+def _free_names(program, block: Block, yielded=()) -> list[str]:
+    """Names ``block`` (with its sub-blocks) reads or yields but does not define."""
+    names = []
+    for op in block.ops:
+        names += op.input_names()
+        if op.type == "while_grad":
+            # grad_block runs in the scope of the recomputed body: body names are bound.
+            body = program.blocks[op.attrs["body_block"]]
+            names += _free_names(program, body)
+            names += [n for n in _free_names(program, program.blocks[op.attrs["grad_block"]])
+                      if n not in body.vars]
+        else:
+            for idx in op.sub_blocks():
+                names += _free_names(program, program.blocks[idx])
+    names += list(yielded)
+    return [n for n in dict.fromkeys(names) if n not in block.vars]
+
+
+def _prune(block: Block, copied, live: set) -> None:
+    """Drop the recomputed ops in ``block`` whose results nothing reads."""
+    copied_ids = {id(op) for op in copied}
+    live = set(live)
+    for op in block.ops:
+        if id(op) not in copied_ids:
+            live.update(op.input_names())
+    kept = []
+    for op in reversed(copied):
+        if op.sub_blocks() or any(n in live for n in op.output_names()):
+            kept.append(op)
+            live.update(op.input_names())
+    kept_ids = {id(op) for op in kept}
+    dropped = [op for op in copied if id(op) not in kept_ids]
+    block.ops = [op for op in block.ops if id(op) not in copied_ids or id(op) in kept_ids]
+    for op in dropped:
+        for n in op.output_names():
+            if n not in live:
+                block.vars.pop(n, None)
+    block.program.bump()
+
+
+def _copy_ops_into(program: Program, src: Block, dst: Block, mapping: dict,
+                   copied_blocks: dict | None = None) -> dict:
+    """Append renamed copies of ``src``'s vars and ops to ``dst`` (sub-blocks copied too).
+
+    Returns the name mapping (outer names not defined in ``src`` map to
+    themselves). ``copied_blocks`` maps an old block index to its copy and
+    that copy's name mapping (a copied ``while_grad`` reuses the copy of its
+    loop's body and hangs its ``grad_block`` under it).
+    """
+    copied_blocks = {} if copied_blocks is None else copied_blocks
+    m = dict(mapping)
+    for name, var in src.vars.items():
+        new = program.unique_name(name.split("@")[0] + "@r")
+        dst.create_var(var.shape, var.dtype, name=new, persistable=var.persistable,
+                       is_data=var.is_data, stop_gradient=var.stop_gradient)
+        m[name] = new
+    for op in src.ops:
+        attrs, sub_maps = {}, {}
+        block_keys = sorted((k for k, v in op.attrs.items()
+                             if k.endswith("_block") and isinstance(v, int) and v >= 0),
+                            key=lambda k: k != "body_block")
+        for key in block_keys:
+            old = op.attrs[key]
+            if op.type == "while_grad" and key == "body_block" and old in copied_blocks:
+                attrs[key], sub_maps[key] = copied_blocks[old]
+                continue
+            parent, outer = dst.idx, m
+            if op.type == "while_grad" and key == "grad_block" and "body_block" in sub_maps:
+                parent, outer = attrs["body_block"], sub_maps["body_block"]
+            nb = program.create_block(parent)
+            sub = _copy_ops_into(program, program.blocks[old], nb, outer, copied_blocks)
+            copied_blocks[old] = (nb.idx, sub)
+            attrs[key], sub_maps[key] = nb.idx, sub
+        for key, value in op.attrs.items():
+            if key in attrs:
+                continue
+            if key in _NAME_ATTRS:
+                names = sub_maps.get(_NAME_ATTRS[key], m)
+                attrs[key] = (names.get(value, value) if isinstance(value, str)
+                              else [names.get(n, n) for n in value])
+            else:
+                attrs[key] = copy.deepcopy(value)
+        dst.append_op(Operator(
+            op.type,
+            {k: [m.get(n, n) for n in v] for k, v in op.inputs.items()},
+            {k: [m.get(n, n) for n in v] for k, v in op.outputs.items()},
+            {k: attrs[k] for k in op.attrs},
+        ))
+    return m
+
+
+# ----------------------------------------------------------------- while
+
+
+def _carries(program, op: Operator, fwd_block: Block) -> str:
+    """The while op's stack of saved carries; adds the output when it is missing."""
+    names = op.outputs.get("Carries") or []
+    if names:
+        return names[0]
+    var = fwd_block.create_var((), "float32", name=program.unique_name("while_carries"))
+    op.outputs["Carries"] = [var.name]
+    program.bump()
+    return var.name
+
+
+def _while_grad(program, op, fwd_block, emit_block, grads: _Grads, req: set) -> None:
+    e = BlockEmitter(emit_block)
+    xs = list(op.inputs.get("X", []))
+    captured = list(op.inputs.get("Input", []))
+    outs = list(op.outputs.get("Out", []))
+    attrs = op.attrs
+    body = program.blocks[attrs["body_block"]]
+    body_args, body_outs = list(attrs["body_args"]), list(attrs["body_outs"])
+    carries = _carries(program, op, fwd_block)
+
+    # Float captured inputs: one DInput each (a repeated name counts once).
+    float_caps = [n for n in captured if _is_float(emit_block.find_var(n))]
+    seen, wanted_caps = set(), []
+    for n in float_caps:
+        wanted_caps.append(n in req and n not in seen)
+        seen.add(n)
+
+    gblock = program.create_block(body.idx)
+    ge = BlockEmitter(gblock)
+    grad_args = []
+    for o in body_outs:
+        var = gblock.var(o)
+        grad_args.append(gblock.create_var(
+            var.shape, var.dtype, name=program.unique_name(o.split("@")[0] + GRAD_SUFFIX)))
+    seeds = [(o, g) for o, g in zip(body_outs, grad_args) if _is_float(gblock.var(o))]
+    sources = {a for a in body_args if _is_float(body.var(a))}
+    sources |= {n for n, w in zip(float_caps, wanted_caps) if w}
+    sub = _backward_ops(program, list(body.ops), body, gblock, seeds, sources)
+
+    grad_outs = []
+    for a in body_args:
+        var = body.var(a)
+        g = sub.get(a) if _is_float(var) else None
+        grad_outs.append(_zeros_like(ge, var) if g is None else _as_dtype(ge, g, var))
+    grad_inputs = []
+    for n, w in zip(float_caps, wanted_caps):
+        var = gblock.var(n)
+        g = sub.get(n) if w else None
+        grad_inputs.append(_zeros_like(ge, var) if g is None else _as_dtype(ge, g, var))
+
+    douts = [grads.get(n) if n in grads else _zeros_like(e, emit_block.var(n)) for n in outs]
+    dx = [emit_block.create_var(v.shape, v.dtype, name=program.unique_name(n + GRAD_SUFFIX))
+          for n in xs for v in [emit_block.var(n)]]
+    dinput = [emit_block.create_var(v.shape, v.dtype, name=program.unique_name(n + GRAD_SUFFIX))
+              for n in float_caps for v in [emit_block.var(n)]]
+    emit_block.append_op(Operator(
+        "while_grad",
+        {"Carries": [carries], "Input": captured, "DOut": [d.name for d in douts]},
+        {"DX": [v.name for v in dx], "DInput": [v.name for v in dinput]},
+        {"body_block": body.idx, "body_args": body_args, "grad_block": gblock.idx,
+         "grad_args": [g.name for g in grad_args], "grad_outs": [g.name for g in grad_outs],
+         "grad_inputs": [g.name for g in grad_inputs]},
+    ))
+    for n, g in zip(xs, dx):
+        if n in req:
+            grads.add(n, g)
+    for n, w, g in zip(float_caps, wanted_caps, dinput):
+        if w:
+            grads.add(n, g)

@@ -1,0 +1,168 @@
+"""The program IR: Program -> Blocks -> Operators, with Variable descriptions.
+
+Pure data: names, shapes (-1 for unknown dims), dtypes and attrs. Block 0 is
+the global block; control-flow ops own sub-blocks (attrs holding a block
+index). ``str(program)`` prints readable text.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dy2stat.runtime import shapes
+
+
+@dataclass
+class Var:
+    """A variable description: what inference knows about one value."""
+
+    name: str
+    shape: tuple
+    dtype: np.dtype
+    persistable: bool = False  # parameters and buffers: live across runs
+    is_data: bool = False  # fed by the caller
+    stop_gradient: bool = False
+
+    def __str__(self) -> str:
+        flags = "".join([" persistable" if self.persistable else "",
+                         " data" if self.is_data else ""])
+        return f"{self.name}: {self.dtype}{shapes.fmt(self.shape)}{flags}"
+
+
+@dataclass
+class Operator:
+    """One op: its type, named slots holding variable names, and attrs."""
+
+    type: str
+    inputs: dict[str, list[str]]
+    outputs: dict[str, list[str]]
+    attrs: dict = field(default_factory=dict)
+
+    def input_names(self) -> list[str]:
+        return [n for names in self.inputs.values() for n in names]
+
+    def output_names(self) -> list[str]:
+        return [n for names in self.outputs.values() for n in names]
+
+    def sub_blocks(self) -> list[int]:
+        return [v for k, v in self.attrs.items() if k.endswith("_block")]
+
+    def __str__(self) -> str:
+        def slots(d):
+            return ", ".join(f"{k}=[{', '.join(v)}]" for k, v in d.items())
+
+        attrs = {k: v for k, v in self.attrs.items() if not k.endswith("_block")}
+        text = f"{slots(self.outputs)} = {self.type}({slots(self.inputs)})"
+        return text + (f" {attrs}" if attrs else "")
+
+
+class Block:
+    """A list of ops and the variables they define; may read its parent's."""
+
+    def __init__(self, program: Program, idx: int, parent_idx: int = -1):
+        self.program = program
+        self.idx = idx
+        self.parent_idx = parent_idx
+        self.vars: dict[str, Var] = {}
+        self.ops: list[Operator] = []
+
+    @property
+    def parent(self) -> Block | None:
+        return self.program.blocks[self.parent_idx] if self.parent_idx >= 0 else None
+
+    def find_var(self, name: str) -> Var | None:
+        """The variable visible here under ``name`` (this block, then its parents)."""
+        block = self
+        while block is not None:
+            var = block.vars.get(name)
+            if var is not None:
+                return var
+            block = block.parent
+        return None
+
+    def var(self, name: str) -> Var:
+        var = self.find_var(name)
+        if var is None:
+            raise ValueError(f"block {self.idx}: no variable named {name!r}")
+        return var
+
+    def create_var(self, shape, dtype, name: str | None = None, **flags) -> Var:
+        name = name or self.program.unique_name("tmp")
+        if name in self.vars:
+            raise ValueError(f"block {self.idx}: variable {name!r} is defined twice")
+        var = Var(name, tuple(int(d) for d in shape), np.dtype(dtype), **flags)
+        self.vars[name] = var
+        self.program.bump()
+        return var
+
+    def append_op(self, op: Operator) -> Operator:
+        self.ops.append(op)
+        self.program.bump()
+        return op
+
+    def __str__(self) -> str:
+        return "\n".join(self.program._block_lines(self, ""))
+
+
+class Program:
+    """A static program: blocks of ops over described variables."""
+
+    def __init__(self):
+        self.blocks: list[Block] = [Block(self, 0)]
+        self._names = itertools.count()
+        self.version = 0  # bumped on every change: executors re-plan when it moves
+        self.random_seed = 0
+
+    def bump(self) -> None:
+        self.version += 1
+
+    def unique_name(self, prefix: str) -> str:
+        while True:
+            name = f"{prefix}_{next(self._names)}"
+            if all(name not in b.vars for b in self.blocks):
+                return name
+
+    def global_block(self) -> Block:
+        return self.blocks[0]
+
+    def create_block(self, parent_idx: int) -> Block:
+        block = Block(self, len(self.blocks), parent_idx)
+        self.blocks.append(block)
+        self.bump()
+        return block
+
+    def all_ops(self):
+        """Every op of every block, outer ops before the ops of their sub-blocks."""
+        def walk(block):
+            for op in block.ops:
+                yield op
+                for idx in op.sub_blocks():
+                    yield from walk(self.blocks[idx])
+
+        yield from walk(self.global_block())
+
+    def list_vars(self):
+        for block in self.blocks:
+            yield from block.vars.values()
+
+    def persistables(self) -> list[Var]:
+        return [v for v in self.global_block().vars.values() if v.persistable]
+
+    def _block_lines(self, block: Block, indent: str) -> list[str]:
+        lines = [f"{indent}block {block.idx}" + (f" (parent {block.parent_idx})"
+                                                if block.parent_idx >= 0 else "") + ":"]
+        for var in block.vars.values():
+            lines.append(f"{indent}  var {var}")
+        for op in block.ops:
+            lines.append(f"{indent}  {op}")
+            for key, idx in op.attrs.items():
+                if key.endswith("_block"):
+                    lines.append(f"{indent}    {key}:")
+                    lines += self._block_lines(self.blocks[idx], indent + "      ")
+        return lines
+
+    def __str__(self) -> str:
+        return "\n".join(self._block_lines(self.global_block(), ""))
