@@ -10,10 +10,10 @@ def fmt(shape) -> str:
 def broadcast(a, b, op: str) -> tuple:
     """NumPy broadcasting of two shapes that may hold -1."""
     n = max(len(a), len(b))
-    a = (1,) * (n - len(a)) + tuple(a)
-    b = (1,) * (n - len(b)) + tuple(b)
+    padded_a = (1,) * (n - len(a)) + tuple(a)
+    padded_b = (1,) * (n - len(b)) + tuple(b)
     out = []
-    for x, y in zip(a, b):
+    for x, y in zip(padded_a, padded_b):
         if x == y:
             out.append(x)
         elif x == 1:
