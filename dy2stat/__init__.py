@@ -1,5 +1,6 @@
 """dy2stat: write models eagerly; one decorator turns them into static programs."""
 
+from dy2stat import io, metric, nn, optimizer, static, vision
 from dy2stat import methods as _methods
 from dy2stat.autograd import enable_grad, grad, is_grad_enabled, no_grad
 from dy2stat.creation import (
@@ -34,6 +35,7 @@ from dy2stat.runtime.dtypes import (
     int64,
     uint8,
 )
+from dy2stat.static import disable_static, enable_static, in_static_mode
 from dy2stat.tensor import Tensor
 
 __version__ = "0.1.0"

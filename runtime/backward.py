@@ -40,7 +40,9 @@ Control flow (the ops of ``ops/control_flow.py``)
     gradients flow through loops whose trip count depends on the data.
 
     Recomputation means a random op (dropout) inside a branch or loop body
-    draws again in backward unless it has a fixed seed.
+    draws again in backward unless it has a fixed seed. ``while_grad`` has
+    no rule of its own, so a second-order gradient through a loop stops
+    there (through ``cond`` and plain ops it works).
 """
 
 from __future__ import annotations

@@ -1,44 +1,32 @@
 """The executor: a program compiled once into a plan, then run many times.
 
-``compile(program, feed_names, fetch_names, xp)`` turns each block into one
-straight-line Python function, generated as source text (``Plan.source``):
-the ops in order, each a direct call of its kernel with its attrs bound;
-values in local slots ``v0, v1, ...``; each slot released (or rebound) right
-after its value's last use. Control flow runs inline: ``cond`` is an ``if``
-that calls one of two branch functions, ``while`` a Python ``while`` over the
-cond and body functions, ``while_grad`` a reverse loop over the saved carries
-that runs the body and its gradient block as one function.
+``compile(program, feed_names, fetch_names, xp)`` turns every block into one
+straight-line Python function (generated source, kept as ``Plan.source``; see
+``codegen``): the ops in order, each a direct call of its kernel with its
+attrs bound, values in local slots released right after their last use,
+sub-blocks as functions of their own. ``Plan.run(feeds, scope)`` checks the
+feeds against the data variables, reads the persistables from the scope,
+calls the function and returns the fetched arrays (device arrays: NumPy or
+CuPy, as ``xp``). Ops that write a persistable variable (startup
+initializers, optimizer updates, running statistics) store it into the scope
+as they run.
 
-Buffer reuse: an elementwise op writes into its first input
-(``v3 = add(v3, v2, out=v3)``) when that input was just allocated by an op
-known to allocate, is dead after the op, shares its buffer with no live value
-and provably has the output's shape and dtype. So matmul -> add -> relu
-allocates once. Feeds and scope values are never written.
-
-Safety: every identifier in the generated text is made here (slot numbers,
-namespace keys); the program's own names appear only in comments, escaped
-with ``ascii()``, and kernels, attrs and names reach the code through the
-namespace dict, never as text.
+``Executor`` keeps one plan per (program, program.version, feed names, fetch
+names) and reuses it for every run.
 """
 
 from __future__ import annotations
 
 import builtins
-import copy
-import functools
-import inspect
-import itertools
 import linecache
 import operator
 import weakref
-from collections import defaultdict
 
 import numpy
 
 from dy2stat.runtime import shapes
-from dy2stat.runtime.ir import Block, Operator, Program, Var
-from dy2stat.runtime.ops.control_flow import CONTROL_FLOW
-from dy2stat.runtime.registry import get_op
+from dy2stat.runtime.codegen import Function, Module
+from dy2stat.runtime.ir import Program
 
 __all__ = ["Executor", "Plan", "Scope", "compile"]
 
@@ -86,557 +74,26 @@ class Scope:
         return f"Scope({', '.join(self._values)})"
 
 
-# Ops whose kernel is exactly one array-module function: called directly.
-_BINARY = {
-    "add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "divide",
-    "floor_divide": "floor_divide", "remainder": "remainder", "pow": "power",
-    "maximum": "maximum", "minimum": "minimum", "equal": "equal", "not_equal": "not_equal",
-    "less_than": "less", "less_equal": "less_equal", "greater_than": "greater",
-    "greater_equal": "greater_equal", "logical_and": "logical_and",
-    "logical_or": "logical_or", "logical_xor": "logical_xor", "bitwise_and": "bitwise_and",
-    "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor",
-}
-_UNARY = {
-    "exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "sin": "sin", "cos": "cos",
-    "floor": "floor", "ceil": "ceil", "neg": "negative", "abs": "absolute", "sign": "sign",
-    "logical_not": "logical_not", "bitwise_not": "invert",
-}
-# Ops that may write their result into their first input (``out=``).
-_IN_PLACE = frozenset(_BINARY) | frozenset(_UNARY) | {"relu"}
-# Ops whose output is always a new buffer that nothing else references (a
-# whitelist: reshape, transpose, getitem, expand, cast, sum_to_like, ... may
-# return views of their input or the input itself).
-_ALLOCATING = _IN_PLACE | {"matmul", "full", "full_like", "assign"}
-
-
-def _pred(value) -> bool:
-    """A cond/while predicate, read on the host."""
-    try:
-        return bool(value)
-    except ValueError:
-        raise ValueError("a cond/while predicate must hold exactly one element, got shape "
-                         f"{shapes.fmt(value.shape)}") from None
-
-
-class _Value:
-    """One definition of a name inside one generated function (SSA)."""
-
-    __slots__ = ("name", "var", "param", "fresh", "buffers", "last_use", "slot")
-
-    def __init__(self, name: str, var: Var | None, param: bool):
-        self.name, self.var, self.param = name, var, param
-        self.fresh = False  # allocated by an op in this function: may be written in place
-        self.buffers: frozenset = frozenset()  # buffers it may share (for aliasing)
-        self.last_use = -1  # the last op reading it; len(ops) when returned
-        self.slot = -1
-
-
-class _Step:
-    __slots__ = ("index", "op", "opdef", "attrs", "ins", "outs", "reads", "subs")
-
-    def __init__(self, index, op, opdef, attrs):
-        self.index, self.op, self.opdef, self.attrs = index, op, opdef, attrs
-        self.ins: list[list[_Value]] = []
-        self.outs: list[list[_Value]] = []
-        self.reads: list[_Value] = []
-        self.subs: list[tuple[_Function, list[_Value]]] = []  # sub-functions and their free args
-
-
-class _Module:
-    """The generated source of one plan, and the namespace it runs in."""
-
-    _ids = itertools.count()
-
-    def __init__(self, program: Program, xp):
-        self.program, self.xp = program, xp
-        self.ns: dict = {"xp": xp, "_pred": _pred}
-        self.functions: list[list[str]] = []
-        self.line_ops: dict[int, str] = {}  # line number -> the op it runs
-        self._names = itertools.count()
-        self._buffers = itertools.count()
-        self.scope_buffers: set[int] = set()  # buffers the scope holds: never written
-        self.filename = f"<dy2stat plan {next(self._ids)}>"
-
-    def const(self, value, prefix: str = "c") -> str:
-        name = f"{prefix}{next(self._names)}"
-        self.ns[name] = value
-        return name
-
-    def function_name(self, base: str) -> str:
-        return base if base not in self.ns else f"{base}_{next(self._names)}"
-
-    def buffer(self) -> int:
-        return next(self._buffers)
-
-    def ufunc(self, name: str) -> str:
-        self.ns.setdefault(name, getattr(self.xp, name))
-        return name
-
-    def source(self) -> str:
-        lines, line_ops = [], {}
-        for fn in self.functions:
-            for text, desc in fn:
-                lines.append(text)
-                if desc:
-                    line_ops[len(lines)] = desc
-            lines.append("")
-        self.line_ops = line_ops
-        return "\n".join(lines)
-
-
-class _Function:
-    """One block (or body + gradient block) as one generated function.
-
-    Its parameters are ``args`` (bound positionally by the caller) followed by
-    ``free``: the outer names it reads, which the caller passes from its own
-    values. It returns the values named by ``outs`` (a tuple, or one value
-    when ``single``).
-    """
-
-    def __init__(self, mod: _Module, base: str, ops: list[Operator], blocks: list[Block],
-                 args: list[str], outs: list[str], single: bool = False):
-        self.mod, self.blocks, self.single = mod, blocks, single
-        self.name = mod.function_name(base)
-        mod.ns[self.name] = None  # reserve the name
-        self.env: dict[str, _Value] = {}
-        self.values: list[_Value] = []
-        self.params = [self._define(n, param=True) for n in args]
-        self.free: list[str] = []
-        self.steps = [self._step(i, op) for i, op in enumerate(ops)]
-        self.results = [self._read(n) for n in outs]
-        for step in self.steps:
-            for v in step.reads:
-                v.last_use = step.index
-        for v in self.results:
-            v.last_use = len(self.steps)
-
-    # ------------------------------------------------------------ analysis
-
-    def lookup(self, name: str) -> Var | None:
-        for block in self.blocks:
-            var = block.find_var(name)
-            if var is not None:
-                return var
-        return None
-
-    def _define(self, name: str, param: bool = False) -> _Value:
-        value = _Value(name, self.lookup(name), param)
-        self.env[name] = value
-        self.values.append(value)
-        return value
-
-    def _read(self, name: str) -> _Value:
-        value = self.env.get(name)
-        if value is None:
-            value = self._define(name, param=True)
-            self.params.append(value)
-            self.free.append(name)
-        return value
-
-    def _step(self, index: int, op: Operator) -> _Step:
-        opdef = get_op(op.type)
-        where = f"block {self.blocks[0].idx}, op {index} ({op.type})"
-        try:
-            attrs = opdef.full_attrs(op.attrs)
-        except TypeError as exc:
-            raise ValueError(f"{where}: {exc}") from None
-        step = _Step(index, op, opdef, attrs)
-        _check_slots(where, op.inputs, opdef.inputs, "input")
-        _check_slots(where, op.outputs, opdef.outputs, "output")
-        for slot in opdef.inputs:
-            group = [self._read(n) for n in op.inputs.get(slot.name, [])]
-            step.ins.append(group)
-            step.reads += group
-        if op.type in CONTROL_FLOW:
-            for fn in self._sub_functions(where, op, attrs):
-                free_args = [self._read(n) for n in fn.free]
-                step.subs.append((fn, free_args))
-                step.reads += free_args
-        for slot in opdef.outputs:
-            step.outs.append([self._define(n) for n in op.outputs.get(slot.name, [])])
-        return step
-
-    def _sub_functions(self, where: str, op: Operator, attrs: dict) -> list[_Function]:
-        mod, blocks = self.mod, self.mod.program.blocks
-
-        def block(key):
-            idx = attrs[key]
-            if not isinstance(idx, int) or not 0 < idx < len(blocks):
-                raise ValueError(f"{where}: {key} {idx!r} is not a sub-block of the program")
-            return blocks[idx]
-
-        def sub(key, args, outs, single=False, ops=None, extra=()):
-            b = block(key)
-            fn = _Function(mod, f"block_{b.idx}", list(b.ops) if ops is None else ops,
-                           [b, *extra], list(args), list(outs), single)
-            fn.emit()
-            return fn
-
-        n_out = len(op.outputs.get("Out", []))
-        if op.type == "cond":
-            for key in ("true_outs", "false_outs"):
-                if len(attrs[key]) != n_out:
-                    raise ValueError(f"{where}: {key} names {len(attrs[key])} values for "
-                                     f"{n_out} outputs")
-            return [sub("true_block", [], attrs["true_outs"]),
-                    sub("false_block", [], attrs["false_outs"])]
-        if op.type == "while":
-            n = len(op.inputs.get("X", []))
-            counts = {"Out": n_out, "cond_args": len(attrs["cond_args"]),
-                      "body_args": len(attrs["body_args"]), "body_outs": len(attrs["body_outs"])}
-            bad = {k: c for k, c in counts.items() if c != n}
-            if bad:
-                raise ValueError(f"{where}: {n} carried values (X) but {bad}")
-            return [sub("cond_block", attrs["cond_args"], [attrs["cond_out"]], single=True),
-                    sub("body_block", attrs["body_args"], attrs["body_outs"])]
-        # while_grad: the body (recomputed from a saved carry), then its gradient block.
-        body, grad = block("body_block"), block("grad_block")
-        n_grads = len(op.inputs.get("DOut", []))
-        if not (len(attrs["grad_args"]) == n_grads == len(attrs["grad_outs"])
-                == len(op.outputs.get("DX", []))):
-            raise ValueError(f"{where}: DOut, grad_args, grad_outs and DX must have one entry "
-                             "per carried value")
-        if len(attrs["grad_inputs"]) != len(op.outputs.get("DInput", [])):
-            raise ValueError(f"{where}: grad_inputs and DInput differ in length")
-        outs = list(attrs["grad_outs"]) + list(attrs["grad_inputs"])
-        ops = _needed_ops(mod.program, list(body.ops) + list(grad.ops), outs, grad)
-        return [sub("grad_block", list(attrs["body_args"]) + list(attrs["grad_args"]), outs,
-                    ops=ops, extra=[body])]
-
-    # -------------------------------------------------------------- codegen
-
-    def emit(self, persistable_params=(), copy_scope_results=False) -> None:
-        """Generate the function's source (after the caller has classified ``free``)."""
-        mod = self.mod
-        holders: dict[int, list[_Value]] = defaultdict(list)
-        for k, v in enumerate(self.params):
-            v.slot = k
-            v.buffers = frozenset([mod.buffer()])
-            holders[next(iter(v.buffers))].append(v)
-            if v.name in persistable_params:
-                mod.scope_buffers |= v.buffers
-        self.n_slots = len(self.params)
-        free_slots: list[int] = []
-        args = ", ".join(["S"] + [f"v{v.slot}" for v in self.params])
-        lines = [(f"def {self.name}({args}):", None)]
-        self.releases: list[list[str]] = []
-        self.in_place: list[int] = []
-        for step in self.steps:
-            lines += self._emit_step(step, holders, free_slots)
-        results = []
-        for v in self.results:
-            text = f"v{v.slot}"
-            if copy_scope_results and v.buffers & mod.scope_buffers:
-                text += ".copy()"  # the caller must not be able to change the scope
-            results.append(text)
-        if self.single:
-            lines.append((f"    return {results[0]}", None))
-        else:
-            lines.append((f"    return {_tuple(results)}", None))
-        mod.functions.append(lines)
-
-    def _emit_step(self, step: _Step, holders, free_slots: list[int]) -> list:
-        i, op, mod = step.index, step.op, self.mod
-        dying = list({id(v): v for v in step.reads if v.last_use == i}.values())
-        target = self._in_place_target(step, holders)
-        # Slots for the outputs. A while loop reads its inputs again after
-        # assigning its outputs, so it only takes slots that hold nothing.
-        reusable = [] if op.type == "while" else [v.slot for v in dying if v is not target]
-        taken = set()
-        for group_index, group in enumerate(step.outs):
-            for v in group:
-                if target is not None and group_index == 0:
-                    v.slot = target.slot
-                elif reusable:
-                    v.slot = reusable.pop(0)
-                elif free_slots:
-                    v.slot = free_slots.pop()
-                else:
-                    v.slot, self.n_slots = self.n_slots, self.n_slots + 1
-                taken.add(v.slot)
-        self._track_buffers(step, target, holders)
-        desc = f"block {self.blocks[0].idx}, op {i} ({op.type})"
-        code = [(f"    # {i}: {_comment(op)}", None)]
-        code += [(line, desc) for line in self._code(step, target)]
-        released, dels = [], []
-        for v in _flat(step.outs):
-            if v.var is not None and v.var.persistable:
-                code.append((f"    S[{mod.const(v.name, 'n')}] = v{v.slot}", desc))
-                mod.scope_buffers |= v.buffers
-            if v.last_use < 0:  # never read: released right away
-                v.last_use = i
-                released.append(v.name)
-                dels.append(f"v{v.slot}")
-                free_slots.append(v.slot)
-        for v in dying:
-            released.append(v.name)
-            if v.slot in taken:
-                continue  # rebinding the slot to an output released it
-            if not v.param:  # parameters are held by the caller: dropping them frees nothing
-                dels.append(f"v{v.slot}")
-            free_slots.append(v.slot)
-        if dels:
-            code.append((f"    del {', '.join(dels)}", None))
-        self.releases.append(released)
-        if target is not None:
-            self.in_place.append(i)
-        return code
-
-    def _in_place_target(self, step: _Step, holders) -> _Value | None:
-        """The first input when the op may write its result into it, else None."""
-        if step.op.type not in _IN_PLACE or len(step.outs) != 1 or len(step.outs[0]) != 1:
-            return None
-        a, out = step.ins[0][0], step.outs[0][0]
-        if not a.fresh or a.last_use != step.index or a.var is None or out.var is None:
-            return None
-        (buffer,) = a.buffers
-        if buffer in self.mod.scope_buffers:
-            return None
-        if any(h is not a and h.last_use > step.index for h in holders[buffer]):
-            return None  # a live view of the same buffer
-        if any(v is not a and buffer in v.buffers for v in step.reads):
-            return None  # another operand overlaps it
-        others = [v.var.shape if v.var is not None else None for v in step.reads if v is not a]
-        if a.var.dtype != out.var.dtype or not _keeps_shape(a.var.shape, others, out.var.shape):
-            return None
-        return a
-
-    def _track_buffers(self, step: _Step, target, holders) -> None:
-        mod = self.mod
-        if step.op.type in _ALLOCATING:
-            for v in _flat(step.outs):
-                v.fresh = True
-                v.buffers = target.buffers if target is not None else frozenset([mod.buffer()])
-        else:  # may be a view of (or hold) any input
-            union = frozenset().union(*(v.buffers for v in step.reads))
-            for v in _flat(step.outs):
-                v.buffers = union
-        for v in _flat(step.outs):
-            for b in v.buffers:
-                holders[b].append(v)
-
-    def _code(self, step: _Step, target) -> list[str]:
-        op, opdef, mod, t = step.op, step.opdef, self.mod, step.op.type
-        ins = [[f"v{v.slot}" for v in group] for group in step.ins]
-        outs = [[f"v{v.slot}" for v in group] for group in step.outs]
-        out_kw = f", out=v{target.slot}" if target is not None else ""
-        if t == "cond":
-            (fn_t, free_t), (fn_f, free_f) = step.subs
-            lhs = _targets(outs[0])
-            call_t = f"{fn_t.name}({', '.join(['S'] + [f'v{v.slot}' for v in free_t])})"
-            call_f = f"{fn_f.name}({', '.join(['S'] + [f'v{v.slot}' for v in free_f])})"
-            return [f"    if _pred({ins[0][0]}):", f"        {lhs}{call_t}",
-                    "    else:", f"        {lhs}{call_f}"]
-        if t == "while":
-            (fn_c, free_c), (fn_b, free_b) = step.subs
-            carried = outs[0]
-            cond = f"{fn_c.name}({', '.join(['S', *carried] + [f'v{v.slot}' for v in free_c])})"
-            body = f"{fn_b.name}({', '.join(['S', *carried] + [f'v{v.slot}' for v in free_b])})"
-            lines = [f"    {_targets(carried)}{_tuple(ins[0])}" if carried else "    pass"]
-            stack = outs[1][0] if outs[1] else None
-            if stack:
-                lines.append(f"    {stack} = []")
-            lines.append(f"    while _pred({cond}):")
-            if stack:
-                lines.append(f"        {stack}.append({_tuple(carried)})")
-            lines.append(f"        {_targets(carried)}{body}")
-            return lines
-        if t == "while_grad":
-            ((fn, free),) = step.subs
-            sources = _dinput_sources(op, self.lookup)
-            runner = mod.const(_while_grad_runner(
-                mod.ns, fn.name, len(step.ins[2]),
-                [v.var.dtype if v.var is not None else None for v in step.outs[1]], mod.xp),
-                "while_grad_")
-            inputs = _tuple([ins[1][k] for k in sources])
-            call = ", ".join(["S", ins[0][0], inputs, _tuple(ins[2])]
-                             + [f"v{v.slot}" for v in free])
-            return [f"    {_targets(outs[0] + outs[1])}{runner}({call})"]
-        fast = self._fast_call(step, ins, out_kw)
-        if fast is not None:
-            return [f"    {outs[0][0]} = {fast}"]
-        kernel = mod.const(_bind(opdef.kernel, step.attrs), "k")
-        args = []
-        for slot, group in zip(opdef.inputs, ins):
-            if slot.variadic:
-                args.append(f"[{', '.join(group)}]")
-            else:
-                args.append(group[0] if group else "None")
-        call = f"{kernel}({', '.join(['xp', *args])})"
-        lhs = []
-        for slot, group in zip(opdef.outputs, outs):
-            if slot.variadic:
-                lhs.append(_tuple(group) if group else "_")
-            else:
-                lhs.append(group[0] if group else "_")
-        if all(x == "_" for x in lhs):
-            return [f"    {call}"]
-        return [f"    {', '.join(lhs)} = {call}"]
-
-    def _fast_call(self, step: _Step, ins, out_kw) -> str | None:
-        t, mod = step.op.type, self.mod
-        if t in _BINARY:
-            return f"{mod.ufunc(_BINARY[t])}({ins[0][0]}, {ins[1][0]}{out_kw})"
-        if t in _UNARY:
-            return f"{mod.ufunc(_UNARY[t])}({ins[0][0]}{out_kw})"
-        if t == "relu" and step.ins[0][0].var is not None:
-            zero = mod.const(step.ins[0][0].var.dtype.type(0))
-            return f"{mod.ufunc('maximum')}({ins[0][0]}, {zero}{out_kw})"
-        if t == "matmul" and not step.attrs["transpose_x"] and not step.attrs["transpose_y"]:
-            return f"{mod.ufunc('matmul')}({ins[0][0]}, {ins[1][0]})"
-        return None
-
-
-def _flat(groups):
-    return [v for group in groups for v in group]
-
-
-def _tuple(items) -> str:
-    if len(items) == 1:
-        return f"({items[0]},)"
-    return f"({', '.join(items)})"
-
-
-def _targets(items) -> str:
-    """The left-hand side of an assignment from a tuple (empty: no assignment)."""
-    if not items:
-        return ""
-    return f"{items[0]}, = " if len(items) == 1 else f"{', '.join(items)} = "
-
-
-def _comment(op: Operator) -> str:
-    outs = ", ".join(ascii(n) for n in op.output_names())
-    ins = ", ".join(ascii(n) for n in op.input_names())
-    kind = op.type if op.type.isidentifier() else ascii(op.type)
-    return f"{outs} = {kind}({ins})"
-
-
-def _check_slots(where: str, given: dict, slots, kind: str) -> None:
-    known = {s.name: s for s in slots}
-    for name, names in given.items():
-        slot = known.get(name)
-        if slot is None:
-            raise ValueError(f"{where}: unknown {kind} slot {name!r} "
-                             f"(known: {', '.join(known) or 'none'})")
-        if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
-            raise ValueError(f"{where}: {kind} slot {name!r} must list variable names")
-    for slot in slots:
-        n = len(given.get(slot.name, []))
-        if not slot.variadic and (n > 1 or (n == 0 and not slot.optional and kind == "input")):
-            raise ValueError(f"{where}: {kind} slot {slot.name!r} takes one value, got {n}")
-
-
-def _keeps_shape(shape, others, out_shape) -> bool:
-    """Whether broadcasting ``others`` against ``shape`` provably gives ``shape``."""
-    if not shape or tuple(shape) != tuple(out_shape):
-        return False
-    for other in others:
-        if other is None or len(other) > len(shape):
-            return False
-        for d, o in zip(reversed(shape), reversed(other)):
-            if o != 1 and (d == -1 or o != d):
-                return False
-    return True
-
-
-def _same(a, b) -> bool:
-    try:
-        return type(a) is type(b) and bool(a == b)
-    except Exception:
-        return False
-
-
-@functools.cache
-def _kernel_defaults(kernel) -> dict:
-    try:
-        params = inspect.signature(kernel).parameters
-    except (TypeError, ValueError):
-        return {}
-    return {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
-
-
-def _bind(kernel, attrs: dict):
-    """The kernel with the attrs it does not already default to bound."""
-    defaults = _kernel_defaults(kernel)
-    bound = {k: copy.deepcopy(v) for k, v in attrs.items()
-             if not (k in defaults and _same(defaults[k], v))}
-    return functools.partial(kernel, **bound) if bound else kernel
-
-
-def _needed_ops(program: Program, ops: list[Operator], outs: list[str], block: Block):
-    """``ops`` without those whose outputs nothing needs (for body recomputation)."""
-    needed, kept = set(outs), []
-    for op in reversed(ops):
-        writes_scope = any((v := block.find_var(n)) is not None and v.persistable
-                           for n in op.output_names())
-        if op.type in CONTROL_FLOW or writes_scope or needed & set(op.output_names()):
-            kept.append(op)
-            needed |= set(op.input_names()) | _sub_block_reads(program, op)
-    return kept[::-1]
-
-
-def _sub_block_reads(program: Program, op: Operator) -> set:
-    names = set()
-    for idx in op.sub_blocks():
-        if isinstance(idx, int) and 0 < idx < len(program.blocks):
-            for inner in program.blocks[idx].ops:
-                names |= set(inner.input_names()) | _sub_block_reads(program, inner)
-    return names
-
-
-def _dinput_sources(op: Operator, lookup) -> list[int]:
-    """For each DInput, the index of its captured Input (the float ones, in order)."""
-    captured = op.inputs.get("Input", [])
-    n = len(op.outputs.get("DInput", []))
-    floats = [k for k, name in enumerate(captured)
-              if (var := lookup(name)) is not None and var.dtype.kind == "f"]
-    if len(floats) == n:
-        return floats
-    if len(captured) == n:
-        return list(range(n))
-    raise ValueError(f"while_grad: {n} DInput for {len(floats)} float captured inputs")
-
-
-def _while_grad_runner(ns: dict, fn_name: str, n_grads: int, dtypes: list, xp):
-    """The reverse loop of a while: pop each saved carry, recompute, apply the gradient."""
-    n_in = len(dtypes)
-
-    def while_grad(S, stack, inputs, douts, *free):
-        fn = ns[fn_name]
-        grads, acc = douts, [None] * n_in
-        for carry in reversed(stack):
-            res = fn(S, *carry, *grads, *free)
-            grads = res[:n_grads]
-            for j in range(n_in):
-                g = res[n_grads + j]
-                acc[j] = g if acc[j] is None else acc[j] + g
-        for j in range(n_in):
-            if acc[j] is None:  # the loop ran zero times
-                x = inputs[j]
-                acc[j] = xp.zeros(getattr(x, "shape", ()), dtype=dtypes[j] or x.dtype)
-        return (*grads, *acc)
-
-    return while_grad
-
-
 # ----------------------------------------------------------------- the plan
 
 
 class Plan:
     """A program compiled for one set of feeds and fetches; ``run`` it many times."""
 
-    def __init__(self, program: Program, feed_names, fetch_names, xp, fn: _Function,
-                 mod: _Module, persistables: list[str], source: str, function):
+    def __init__(self, program: Program, feed_names, fetch_names, persistables: list[str],
+                 mod: Module, fn: Function, source: str):
         self._program = weakref.ref(program)
-        self.feed_names, self.fetch_names, self.xp = tuple(feed_names), tuple(fetch_names), xp
-        self.source = source
-        self.releases = fn.releases
-        self.in_place = fn.in_place
-        self.last_uses: dict[str, int] = {}
-        for v in fn.values:  # in definition order: a redefined name reports its last value
-            self.last_uses[v.name] = v.last_use
-        self.persistables = tuple(persistables)
-        self._fn = function
+        self.feed_names, self.fetch_names = tuple(feed_names), tuple(fetch_names)
+        self.persistables = tuple(persistables)  # read from the scope on every run
+        self.xp = xp = mod.xp
+        self.source = source  # the generated code, for reading and debugging
+        # Block 0's bookkeeping: the names released after each op, the ops
+        # run in place, and for each name the op after which its (last)
+        # value is released (len(ops) for fetched values).
+        self.releases: list[list[str]] = fn.releases
+        self.in_place: list[int] = fn.in_place
+        self.last_uses = {v.name: v.last_use for v in fn.values}
+        self._fn = mod.ns[fn.name]
         self._filename, self._line_ops = mod.filename, mod.line_ops
         self._feed_set = frozenset(self.feed_names)
         block = program.global_block()
@@ -739,8 +196,8 @@ def compile(program: Program, feed_names, fetch_names, xp=numpy) -> Plan:  # noq
     for name in fetch_names:
         if block.find_var(name) is None:
             raise ValueError(f"fetch {name!r}: the program has no variable named {name!r}")
-    mod = _Module(program, xp)
-    fn = _Function(mod, "block_0", list(block.ops), [block], feed_names, fetch_names)
+    mod = Module(program, xp)
+    fn = Function(mod, "block_0", list(block.ops), [block], feed_names, fetch_names)
     persistables = []
     for name in fn.free:
         var = block.find_var(name)
@@ -757,8 +214,7 @@ def compile(program: Program, feed_names, fetch_names, xp=numpy) -> Plan:  # noq
     code = builtins.compile(source, mod.filename, "exec")
     exec(code, mod.ns)  # our own generated text: see the module docstring
     linecache.cache[mod.filename] = (len(source), None, source.splitlines(True), mod.filename)
-    plan = Plan(program, feed_names, fetch_names, xp, fn, mod, persistables, source,
-                mod.ns[fn.name])
+    plan = Plan(program, feed_names, fetch_names, persistables, mod, fn, source)
     weakref.finalize(plan, linecache.cache.pop, mod.filename, None)
     return plan
 

@@ -27,9 +27,8 @@ import tempfile
 
 import numpy as np
 
-from dy2stat.runtime import dtypes, shapes
+from dy2stat.runtime import dtypes, shapes, verify
 from dy2stat.runtime.ir import Block, Operator, Program, Var
-from dy2stat.runtime.registry import OPS, Meta, OpDef
 
 FORMAT = "dy2stat.program"
 VERSION = 1
@@ -399,7 +398,6 @@ class _ProgramReader:
             ops = self.list_of(raw["ops"], f"blocks[{block.idx}].ops")
             for i, raw_op in enumerate(ops):
                 block.ops.append(self.op(block, raw_op, f"blocks[{block.idx}].ops[{i}]"))
-        self.check_sub_blocks(program)
 
         glob = program.global_block()
         feed = self.names(doc.get("feed", []), "feed")
@@ -408,9 +406,7 @@ class _ProgramReader:
             for i, n in enumerate(names):
                 if n not in glob.vars:
                     self.fail(f"{what}[{i}]", f"{n!r} is not a variable of the global block")
-        self.check_order(program, set(feed))
-        self.check_inference(program)
-        self.run_verifier(program)
+        self.run_verifier(program, feed)
         program.bump()
         return program, feed, fetch
 
@@ -448,94 +444,34 @@ class _ProgramReader:
             block.vars[name] = Var(name, tuple(shape), _DTYPES[dtype], **flags)
 
     def op(self, block: Block, raw, field) -> Operator:
+        """One op, checked as JSON (types of its fields); what the fields mean
+        (op type, slots, attrs, names) is checked by the verifier afterwards."""
         self.obj(raw, field, _OP_KEYS, ("type", "inputs", "outputs"))
         op_type = raw["type"]
         if not isinstance(op_type, str):
             self.fail(f"{field}.type", f"expected a string, got {_kind(op_type)}")
-        opdef = OPS.get(op_type)
-        if opdef is None:
-            self.fail(f"{field}.type", f"unknown op type {_short(op_type)}")
-        inputs = self.slots(block, opdef, opdef.inputs, raw["inputs"], f"{field}.inputs")
-        outputs = self.slots(block, opdef, opdef.outputs, raw["outputs"], f"{field}.outputs")
-        attrs = self.attrs(block, opdef, raw.get("attrs", {}), f"{field}.attrs")
+        inputs = self.slots(raw["inputs"], f"{field}.inputs")
+        outputs = self.slots(raw["outputs"], f"{field}.outputs")
+        attrs = self.attrs(raw.get("attrs", {}), f"{field}.attrs")
         return Operator(op_type, inputs, outputs, attrs)
 
-    def slots(self, block, opdef: OpDef, slots, raw, field) -> dict:
+    def slots(self, raw, field) -> dict:
         if not isinstance(raw, dict):
             self.fail(field, f"expected an object mapping slot names to lists of names, "
                              f"got {_kind(raw)}")
-        known = {s.name: s for s in slots}
-        for key in raw:
-            if key not in known:
-                self.fail(f"{field}.{key}", f"op {opdef.type!r} has no slot {key!r} "
-                                            f"(slots: {', '.join(known) or 'none'})")
-        result = {}
-        for slot in slots:
-            sf = f"{field}.{slot.name}"
-            if slot.name not in raw:
-                if slot.variadic or slot.optional:
-                    result[slot.name] = []
-                    continue
-                self.fail(sf, f"missing (op {opdef.type!r} requires it)")
-            names = self.list_of(raw[slot.name], sf)
-            if not slot.variadic and len(names) > 1:
-                self.fail(sf, f"expected one name, got {len(names)}")
-            if not slot.variadic and not slot.optional and len(names) != 1:
-                self.fail(sf, "expected one name, got none")
-            for i, n in enumerate(names):
-                self.name(n, f"{sf}[{i}]")
-                if block.find_var(n) is None:
-                    self.fail(f"{sf}[{i}]", f"variable {n!r} is not defined in block "
-                                            f"{block.idx} or its parents")
-            result[slot.name] = list(names)
-        return result
-
-    def attrs(self, block, opdef: OpDef, raw, field) -> dict:
-        if not isinstance(raw, dict):
-            self.fail(field, f"expected an object, got {_kind(raw)}")
         result = {}
         for key, value in raw.items():
-            af = f"{field}.{key}"
-            if not isinstance(key, str) or key not in opdef.attrs:
-                self.fail(af, f"op {opdef.type!r} has no attr {key!r} "
-                              f"(attrs: {', '.join(opdef.attrs) or 'none'})")
-            if key.endswith("_block"):
-                n = len(block.program.blocks)
-                if not _is_int(value) or not 0 < value < n:
-                    self.fail(af, f"expected a sub-block index (1 to {n - 1}), got {_short(value)}")
-                result[key] = value
-            else:
-                result[key] = self.attr_value(value, af, 0)
-        blocks = [k[: -len("_block")] for k in opdef.attrs if k.endswith("_block")]
-        for prefix in blocks:
-            if f"{prefix}_block" not in result:
-                self.fail(f"{field}.{prefix}_block",
-                          f"missing (op {opdef.type!r} needs a sub-block index)")
-        for key, value in result.items():
-            if key.split("_")[0] in blocks and not key.endswith("_block"):
-                self.block_names(block.program, opdef, key, value, f"{field}.{key}")
+            sf = f"{field}.{key}"
+            names = self.list_of(value, sf)
+            for i, n in enumerate(names):
+                self.name(n, f"{sf}[{i}]")
+            result[key] = list(names)
         return result
 
-    def block_names(self, program, opdef: OpDef, key, value, field):
-        """A control-flow attr ``<p>_<x>`` beside ``<p>_block`` names sub-block
-        variables: a string (or a list of them, as its default is) naming a
-        variable declared in the program ("" for none)."""
-        default = opdef.attrs[key]
-        if isinstance(default, str):
-            names, fields = [value], [field]
-            if not isinstance(value, str):
-                self.fail(field, f"expected a variable name, got {_kind(value)}")
-        elif isinstance(default, list):
-            if not isinstance(value, list):
-                self.fail(field, f"expected a list of variable names, got {_kind(value)}")
-            names, fields = value, [f"{field}[{i}]" for i in range(len(value))]
-        else:
-            return
-        for name, f in zip(names, fields):
-            if not isinstance(name, str):
-                self.fail(f, f"expected a variable name, got {_kind(name)}")
-            if name and not any(name in b.vars for b in program.blocks):
-                self.fail(f, f"variable {name!r} is not declared in any block")
+    def attrs(self, raw, field) -> dict:
+        if not isinstance(raw, dict):
+            self.fail(field, f"expected an object, got {_kind(raw)}")
+        return {key: self.attr_value(value, f"{field}.{key}", 0) for key, value in raw.items()}
 
     def attr_value(self, value, field, depth):
         if depth > MAX_ATTR_DEPTH:
@@ -597,123 +533,14 @@ class _ProgramReader:
         except (OverflowError, ValueError, TypeError) as e:
             self.fail(f"{field}.data", f"values do not fit dtype {dtype}: {e}")
 
-    # ---- cross-checks over the whole program
+    # ---- what the program means: the IR verifier
 
-    def check_sub_blocks(self, program: Program):
-        """Sub-block references form a tree-like graph without cycles."""
-        edges = {b.idx: [] for b in program.blocks}
-        for b in program.blocks:
-            for i, op in enumerate(b.ops):
-                for key, idx in op.attrs.items():
-                    if key.endswith("_block"):
-                        edges[b.idx].append((idx, f"blocks[{b.idx}].ops[{i}].attrs.{key}"))
-        state = {}  # 1: on the current path, 2: done
-        for root in edges:
-            if root in state:
-                continue
-            state[root] = 1
-            stack = [(root, iter(edges[root]))]
-            while stack:
-                idx, children = stack[-1]
-                for child, field in children:
-                    if state.get(child) == 1:
-                        self.fail(field, f"block {child} contains (directly or through its "
-                                         "sub-blocks) the op that refers to it: a cycle")
-                    if child not in state:
-                        state[child] = 1
-                        stack.append((child, iter(edges[child])))
-                        break
-                else:
-                    state[idx] = 2
-                    stack.pop()
-
-    def check_order(self, program: Program, feed: set):
-        """Global-block ops read only parameters, data, feeds or earlier ops' outputs."""
-        glob = program.global_block()
-        defined = set(feed)
-        defined.update(n for n, v in glob.vars.items() if v.persistable or v.is_data)
-        for i, op in enumerate(glob.ops):
-            for slot, names in op.inputs.items():
-                for j, n in enumerate(names):
-                    if n not in defined:
-                        self.fail(f"blocks[0].ops[{i}].inputs.{slot}[{j}]",
-                                  f"{n!r} is read before any op writes it (and it is not a "
-                                  "parameter, a data variable or a feed)")
-            defined.update(op.output_names())
-
-    def check_inference(self, program: Program):
-        """Re-run shape/dtype inference; declared outputs must agree with it."""
-        for block in program.blocks:
-            for i, op in enumerate(block.ops):
-                if any(k.endswith("_block") for k in OPS[op.type].attrs):
-                    continue  # control flow: inferred from its blocks when built
-                self.infer_op(block, op, f"blocks[{block.idx}].ops[{i}]")
-
-    def infer_op(self, block: Block, op: Operator, field):
-        opdef = OPS[op.type]
-        metas = []
-        for slot in opdef.inputs:
-            names = op.inputs[slot.name]
-            if slot.variadic:
-                metas.append([_meta(block.find_var(n)) for n in names])
-            else:
-                metas.append(_meta(block.find_var(names[0])) if names else None)
+    def run_verifier(self, program: Program, feed) -> None:
+        """Run ``runtime/verify.py`` on the loaded program; its errors name the field."""
         try:
-            inferred = opdef.infer(*metas, **{**opdef.attrs, **op.attrs})
-        except Exception as e:  # noqa: BLE001  (any failure of a hostile op is a format error)
-            self.fail(field, f"op {op.type!r} does not accept its inputs/attrs: {e}")
-        if len(opdef.outputs) == 1:
-            inferred = (inferred,)
-        try:
-            inferred = list(inferred)
-        except TypeError:
-            inferred = None
-        if inferred is None or len(inferred) != len(opdef.outputs):
-            self.fail(field, f"op {op.type!r}: inference did not give one result per output slot")
-        for slot, meta in zip(opdef.outputs, inferred):
-            names = op.outputs[slot.name]
-            if slot.variadic:
-                metas_out = list(meta) if isinstance(meta, (list, tuple)) else None
-                if metas_out is None or len(metas_out) != len(names):
-                    count = "?" if metas_out is None else len(metas_out)
-                    self.fail(f"{field}.outputs.{slot.name}",
-                              f"op {op.type!r} produces {count} values here, "
-                              f"the file lists {len(names)}")
-            else:
-                metas_out = [] if meta is None else [meta]
-                if len(metas_out) != len(names):
-                    self.fail(f"{field}.outputs.{slot.name}",
-                              f"op {op.type!r} produces {len(metas_out)} values here, "
-                              f"the file lists {len(names)}")
-            for j, (n, m) in enumerate(zip(names, metas_out)):
-                var = block.find_var(n)
-                try:
-                    shape, dtype = tuple(int(d) for d in m[0]), np.dtype(m[1])
-                except Exception:  # noqa: BLE001
-                    self.fail(f"{field}.outputs.{slot.name}[{j}]",
-                              f"op {op.type!r}: inference gave no shape/dtype")
-                if dtype != var.dtype or not shapes.same(shape, var.shape):
-                    self.fail(f"{field}.outputs.{slot.name}[{j}]",
-                              f"{n!r} is declared {var.dtype}{shapes.fmt(var.shape)} but op "
-                              f"{op.type!r} computes {dtype}{shapes.fmt(shape)}")
-
-    def run_verifier(self, program: Program):
-        """The IR verifier (``runtime/verify.py``), when there is one."""
-        try:
-            from dy2stat.runtime import verify
-        except ImportError:
-            return
-        check = getattr(verify, "verify", None)
-        if check is None:
-            return
-        try:
-            check(program)
-        except Exception as e:  # noqa: BLE001
-            self.fail("", f"the program does not verify: {e}")
-
-
-def _meta(var: Var) -> Meta:
-    return Meta(tuple(var.shape), var.dtype)
+            verify.verify(program, feed_names=feed)
+        except verify.VerifyError as e:
+            self.fail(e.field, e.reason)
 
 
 def _join(field, key):

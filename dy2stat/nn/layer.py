@@ -35,8 +35,9 @@ def unique_name(prefix: str) -> str:
 
 
 def _snake(name: str) -> str:
-    """``BatchNorm2D`` -> ``batch_norm2d``, ``LSTM`` -> ``lstm``."""
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z][a-z])|(?<=[a-z])(?=[A-Z])", "_", name).lower()
+    """``BatchNorm2D`` -> ``batch_norm2d``, ``LSTMCell`` -> ``lstm_cell``."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z][a-z])|(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])",
+                  "_", name).lower()
 
 
 def _is_static(value) -> bool:

@@ -4,10 +4,6 @@ In static mode a layer's parameters and buffers are persistable variables of
 the default main program, initialized by ops of the default startup program;
 a buffer that the forward updates (batch norm's running statistics) is
 written back by an ``assign`` op whose output is the buffer's own variable.
-
-``dy2stat.static`` is imported inside these functions: they only run once
-static mode is on, which itself needs ``dy2stat.static`` loaded, and the rest
-of ``nn`` must not depend on the static stack being importable.
 """
 
 from __future__ import annotations
@@ -15,6 +11,10 @@ from __future__ import annotations
 from dy2stat import device
 from dy2stat.mode import state
 from dy2stat.runtime.ir import Operator
+from dy2stat.static import framework
+from dy2stat.static.builder import capture
+from dy2stat.static.executor import global_scope
+from dy2stat.static.variable import Variable
 
 
 def in_static_mode() -> bool:
@@ -23,9 +23,6 @@ def in_static_mode() -> bool:
 
 def create_parameter(shape, dtype, name: str, initializer, trainable: bool = True):
     """A persistable parameter variable of the main program, wrapped as a Variable."""
-    from dy2stat.static import framework
-    from dy2stat.static.variable import Variable
-
     main = framework.default_main_program()
     block = main.global_block()
     if name in block.vars:
@@ -46,12 +43,9 @@ def assign_to(target, value) -> None:
 
     ``target`` is a static Variable (a layer built in static mode) or an eager
     Tensor read by the program being built (a layer converted by to_static);
-    the latter is captured as a persistable variable of the same name, so the
-    executor's write to that variable is what reaches the tensor.
+    the latter is captured as a persistable variable of the same name, and the
+    runner of the converted program copies that variable back into the tensor.
     """
-    from dy2stat.static import framework
-    from dy2stat.static.builder import capture
-
     name = target.name if getattr(target, "is_static", False) else capture(target).name
     block = framework.current_block()
     block.append_op(Operator("assign", {"X": [value.name]}, {"Out": [name]}, {}))
@@ -60,8 +54,4 @@ def assign_to(target, value) -> None:
 def set_value(target, value) -> None:
     """Put ``value`` (an array) into the global scope as ``target``'s variable
     (on the current device)."""
-    from dy2stat.static.executor import global_scope
-
-    var = target.desc
-    scope = global_scope()
-    scope[target.name] = device.current.xp.array(value, dtype=var.dtype)
+    global_scope()[target.name] = device.current.xp.array(value, dtype=target.dtype)

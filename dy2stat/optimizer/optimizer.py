@@ -123,18 +123,18 @@ class Optimizer:
             pairs = [(p, p.grad) for p in params if not p.stop_gradient and p.grad is not None]
             self._update_eager(pairs)
 
-    def _update_eager(self, pairs) -> list:
+    def _update_eager(self, pairs) -> None:
         pairs = self._preprocess(pairs)
         lr = self._lr_tensor
         attrs = self._attrs()
         for param, grad in pairs:
             state = [self._eager_state(param, acc) for acc in self._accumulators]
-            out = apply(self._op_type, param, grad, *state, lr, **attrs)
+            rate = _scaled(lr, _lr_multiplier(param))
+            out = apply(self._op_type, param, grad, *state, rate, **attrs)
             out = out if isinstance(out, tuple) else (out,)
             param.set_value(out[0])
             for acc, value in zip(self._accumulators, out[1:]):
                 self._state[acc.name][id(param)] = value
-        return pairs
 
     def _eager_state(self, param: Tensor, acc: Accumulator) -> Tensor:
         per_param = self._state[acc.name]
@@ -173,7 +173,7 @@ class Optimizer:
         with no_grad():
             pairs = [(p, p.grad) for p in params
                      if not p.stop_gradient and p.grad is not None and id(p) not in skip]
-            pairs = self._update_eager(pairs)
+            self._update_eager(pairs)
         return [], pairs
 
     def _eager_parameters(self, where: str) -> list:
@@ -196,10 +196,20 @@ class Optimizer:
             pairs = append_backward(loss, names)
             if no_grad_set and names is None:
                 pairs = [(p, g) for p, g in pairs if p.name not in skip]
-            pairs = self._preprocess(pairs)
-            lr = capture(self._lr_tensor)
-            update_ops = [self._append_update(program, p, g, lr) for p, g in pairs]
+            lr = Variable(program.global_block(), capture(self._lr_tensor).name)
+            multipliers = self._static_multipliers(program, parameters)
+            update_ops = [
+                self._append_update(program, p, g, _scaled(lr, multipliers.get(p.name, 1.0)))
+                for p, g in self._preprocess(pairs)
+            ]
         return update_ops, pairs
+
+    def _static_multipliers(self, program, parameters) -> dict:
+        """Per-parameter learning-rate multipliers of the eager parameters a program read."""
+        params = parameters if parameters is not None else self._parameter_list
+        captured = {id(t): name for name, t in captured_tensors(program).items()}
+        return {captured[id(p)]: _lr_multiplier(p) for p in params or ()
+                if isinstance(p, Tensor) and id(p) in captured}
 
     def _static_parameter_names(self, program, parameters):
         """Names in ``program`` of the parameters to train (None: all trainable ones)."""
@@ -220,11 +230,12 @@ class Optimizer:
                 raise TypeError(f"minimize: cannot train a {type(p).__name__} in a static program")
         return names
 
-    def _append_update(self, program, param: Variable, grad: Variable, lr: Var) -> Operator:
+    def _append_update(self, program, param: Variable, grad: Variable,
+                       lr: Variable) -> Operator:
         block = program.global_block()
         state = [self._static_state(program, param, acc) for acc in self._accumulators]
         op = get_op(self._op_type)
-        ins = [param.desc, grad.desc, *state, lr]
+        ins = [param.desc, grad.desc, *state, lr.desc]
         attrs = op.full_attrs(self._attrs())
         op.infer(*[Meta(v.shape, v.dtype) for v in ins], **attrs)  # check before appending
         outs = [param.desc, *state]
@@ -314,6 +325,16 @@ def _coeff(weight_decay, owner: str) -> float:
             f"not {type(weight_decay).__name__}"
         )
     return float(coeff)
+
+
+def _lr_multiplier(param) -> float:
+    """A Parameter's own learning-rate factor (``ParamAttr(learning_rate=...)``)."""
+    attr = getattr(param, "optimize_attr", None)
+    return float(attr.get("learning_rate", 1.0)) if attr else 1.0
+
+
+def _scaled(lr, factor: float):
+    return lr if factor == 1.0 else apply("scale", lr, scale=factor)
 
 
 def _state_dtype(dtype) -> np.dtype:

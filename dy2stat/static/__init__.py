@@ -3,12 +3,12 @@
 from dy2stat import dispatch as _dispatch
 from dy2stat import methods as _methods
 from dy2stat.runtime.ir import Program
+from dy2stat.static import framework as _framework
 from dy2stat.static import nn
 from dy2stat.static.backward import append_backward, gradients
 from dy2stat.static.builder import static_apply as _static_apply
 from dy2stat.static.executor import Executor, global_scope
 from dy2stat.static.framework import (
-    create_parameter,
     default_main_program,
     default_startup_program,
     disable_static,
@@ -22,6 +22,17 @@ from dy2stat.static.variable import Variable
 
 _methods.install(Variable)
 _dispatch.static_apply = _static_apply
+
+
+def create_parameter(shape, dtype="float32", name=None, initializer=None) -> Variable:
+    """A parameter of the default main program (initialized by the startup program).
+
+    ``initializer`` is ``(op_type, attrs)`` of a creation op (``uniform``,
+    ``normal``, ``full``); the default is Xavier-uniform. Returns a Variable
+    with the Tensor surface (``x @ w`` works).
+    """
+    var = _framework.create_parameter(shape, dtype, name=name, initializer=initializer)
+    return Variable(default_main_program().global_block(), var.name)
 
 
 def data(name: str, shape, dtype="float32") -> Variable:

@@ -35,19 +35,20 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
             f"{nest.describe(false_result)}; both branches must return the same structure"
         )
     outs = []
+    where = _leaf_names("output", true_result)
     for i, (t, f) in enumerate(zip(true_flat, false_flat)):
         if t is None or f is None:
             if t is not f:
-                raise ValueError(f"cond: output {i} is None in one branch only")
+                raise ValueError(f"cond: {where[i]} is None in one branch only")
             continue
         td, fd = t.desc, f.desc
         if td.dtype != fd.dtype:
             raise TypeError(
-                f"cond: output {i} is {td.dtype} in true_fn but {fd.dtype} in false_fn"
+                f"cond: {where[i]} is {td.dtype} in true_fn but {fd.dtype} in false_fn"
             )
         if len(td.shape) != len(fd.shape):
             raise ValueError(
-                f"cond: output {i} has shape {shapes.fmt(td.shape)} in true_fn but "
+                f"cond: {where[i]} has shape {shapes.fmt(td.shape)} in true_fn but "
                 f"{shapes.fmt(fd.shape)} in false_fn (different ranks)"
             )
         outs.append((i, t, f, shapes.join(td.shape, fd.shape)))
@@ -89,15 +90,16 @@ def while_loop(cond, body, loop_vars, name=None):
         pred, body_flat, cond_args, body_args = _trace_loop(
             cond, body, loop_vars, initial, arg_shapes, cond_block, body_block)
         joined = []
+        where = _leaf_names("loop variable", list(loop_vars))
         for i, (v, out) in enumerate(zip(initial, body_flat)):
             if out.desc.dtype != v.desc.dtype:
                 raise TypeError(
-                    f"while_loop: loop variable {i} changes dtype from {v.desc.dtype} to "
+                    f"while_loop: {where[i]} changes dtype from {v.desc.dtype} to "
                     f"{out.desc.dtype} in the body"
                 )
             if len(out.desc.shape) != len(v.desc.shape):
                 raise ValueError(
-                    f"while_loop: loop variable {i} changes rank from "
+                    f"while_loop: {where[i]} changes rank from "
                     f"{shapes.fmt(v.desc.shape)} to {shapes.fmt(out.desc.shape)} in the body"
                 )
             joined.append(shapes.join(arg_shapes[i], out.desc.shape))
@@ -141,6 +143,12 @@ def _trace_loop(cond, body, loop_vars, initial, arg_shapes, cond_block, body_blo
             )
         body_flat = _as_variables(body_block, flat, "while_loop")
     return pred, body_flat, [v.name for v in cond_args], [v.name for v in body_args]
+
+
+def _leaf_names(what: str, structure) -> list[str]:
+    """``output 0``, ``output 1 ([1]['a'])``, ...: one name per flattened leaf."""
+    return [f"{what} {i}" + (f" ({p})" if p not in ("", f"[{i}]") else "")
+            for i, p in enumerate(nest.paths(structure))]
 
 
 def _declare_args(block: Block, initial, arg_shapes) -> list:

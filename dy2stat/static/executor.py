@@ -38,9 +38,15 @@ class Executor:
         scope = scope if scope is not None else _global_scope
         feeds = {name: self._array(value, name) for name, value in (feed or {}).items()}
         fetch_names = [_fetch_name(f) for f in (fetch_list or [])]
-        for name, tensor in captured_tensors(program).items():
+        captured = captured_tensors(program)
+        for name, tensor in captured.items():
             scope[name] = tensor._data
         outs = self._runtime.run(program, feeds, fetch_names, scope)
+        # Ops that wrote a captured tensor's variable (updates, running stats) update it.
+        for name, tensor in captured.items():
+            value = scope[name]
+            if value is not tensor._data:
+                tensor._data = value
         return [to_host(o) if return_numpy else o for o in outs]
 
     def close(self) -> None:

@@ -12,6 +12,16 @@ def flatten(structure) -> list:
     return [structure]
 
 
+def paths(structure, prefix: str = "") -> list[str]:
+    """Where each leaf of ``flatten(structure)`` sits: ``[1]['a']`` ('' for a lone leaf)."""
+    if isinstance(structure, (list, tuple)):
+        return [p for i, item in enumerate(structure) for p in paths(item, f"{prefix}[{i}]")]
+    if isinstance(structure, dict):
+        return [p for key in sorted(structure) for p in paths(structure[key],
+                                                               f"{prefix}[{key!r}]")]
+    return [prefix]
+
+
 def pack_as(structure, leaves: list):
     """``structure`` with its leaves replaced, in order, by ``leaves``."""
     it = iter(leaves)

@@ -1,3 +1,10 @@
 """Op families; importing this package registers every op."""
 
-from dy2stat.runtime.ops import control_flow, creation, manipulation, math, nn  # noqa: F401
+from dy2stat.runtime.ops import (  # noqa: F401
+    control_flow,
+    creation,
+    manipulation,
+    math,
+    nn,
+    optimizer,
+)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dy2stat import ops
+from dy2stat import creation, ops
 from dy2stat.dispatch import apply
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -51,7 +51,7 @@ def _sample_weights(input, label, weight, ignore_index, soft_label, axis):
     if len(label.shape) == ndim:
         label = ops.squeeze(label, axis)
     valid = ops.not_equal(label, ignore_index)
-    safe = ops.where(valid, label, ops.zeros_like(label))
+    safe = ops.where(valid, label, creation.zeros_like(label))
     # embedding picks weight[label] for labels of any shape.
     picked = ops.squeeze(apply("embedding", safe, ops.unsqueeze(weight, -1)), -1)
     return ops.multiply(picked, ops.cast(valid, picked.dtype))

@@ -6,7 +6,9 @@ import numbers
 
 from dy2stat.autograd import no_grad
 from dy2stat.dispatch import apply
+from dy2stat.mode import state
 from dy2stat.nn import static_mode
+from dy2stat.tensor import Tensor
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, epsilon: float = 1e-5):
@@ -36,12 +38,26 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training: b
     """
     use_batch = training if use_global_stats is None else not use_global_stats
     y, mean_out, var_out, _, _ = apply(
-        "batch_norm", x, running_mean, running_var, weight, bias, training=bool(use_batch),
+        "batch_norm", x, _read(running_mean, x), _read(running_var, x), weight, bias,
+        training=bool(use_batch),
         momentum=float(momentum), epsilon=float(epsilon), data_format=data_format)
     if use_batch:
         update_state(running_mean, mean_out)
         update_state(running_var, var_out)
     return y
+
+
+def _read(stat, x):
+    """The running statistic as the op reads it.
+
+    Eagerly that is a detached alias: ``update_state`` then rebinds the
+    buffer to a new array, and the op recorded on the tape keeps an input
+    that never changed (its version check stays quiet). A static program
+    must read the buffer itself, so that its variable is the one updated.
+    """
+    if isinstance(stat, Tensor) and isinstance(x, Tensor) and not state.static:
+        return stat.detach()
+    return stat
 
 
 def update_state(target, value) -> None:

@@ -27,8 +27,10 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, return_mask: bool = False
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-               exclusive: bool = True, data_format: str = "NCHW"):
+               exclusive: bool = True, divisor_override=None, data_format: str = "NCHW"):
     """Mean over windows; ``exclusive`` leaves padding out of the divisor."""
+    if divisor_override is not None:
+        raise NotImplementedError("avg_pool2d: divisor_override is not supported")
     if data_format != "NCHW":
         raise ValueError(f"avg_pool2d: only data_format='NCHW' is supported, got {data_format!r}")
     return apply("avg_pool2d", x, exclusive=bool(exclusive),

@@ -1,0 +1,91 @@
+"""``jit.save`` and ``jit.load``: deploy a converted model without its source."""
+
+from __future__ import annotations
+
+import os
+
+from dy2stat.creation import to_tensor
+from dy2stat.jit.program_runner import ProgramRunner
+from dy2stat.jit.static_function import StaticFunction
+from dy2stat.kernels.backend import to_host
+from dy2stat.nn import Layer, Parameter
+from dy2stat.runtime import dtypes, prune, serialize
+from dy2stat.tensor import Tensor
+
+
+def static_function_of(obj, input_spec=None) -> StaticFunction:
+    """The StaticFunction behind a converted Layer, function or method."""
+    if isinstance(obj, StaticFunction):
+        return obj
+    if isinstance(obj, Layer):
+        forward = obj.forward
+        if isinstance(forward, StaticFunction):
+            return forward
+        return StaticFunction(type(obj).forward, input_spec, instance=obj)
+    if callable(obj):
+        return StaticFunction(obj, input_spec)
+    raise TypeError(f"jit.save: cannot save a {type(obj).__name__}")
+
+
+def save(layer_or_function, path: str, input_spec=None) -> None:
+    """Write ``{path}.json`` (the inference program) and ``{path}.safetensors``."""
+    function = static_function_of(layer_or_function, input_spec)
+    layer = layer_or_function if isinstance(layer_or_function, Layer) else None
+    was_training = layer.training if layer is not None else None
+    if layer is not None:
+        layer.eval()
+    try:
+        concrete = function.concrete_program_for_specs(input_spec)
+    finally:
+        if layer is not None and was_training:
+            layer.train()
+    runner = concrete.runner
+    write(path, concrete.main_program, runner.feed_names, runner.fetch_names, runner.captured)
+
+
+def write(path: str, program, feed_names, fetch_names, captured: dict) -> None:
+    """Prune ``program`` to the fetches and save it with its captured values."""
+    pruned = prune.prune(program, feed_names, fetch_names)
+    params = {var.name: to_host(captured[var.name]._data) for var in pruned.persistables()}
+    directory = os.path.dirname(path)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    serialize.save_program(f"{path}.json", pruned, feed_names, fetch_names)
+    serialize.save_params(f"{path}.safetensors", params)
+
+
+class TranslatedLayer(Layer):
+    """A saved program loaded as a Layer: callable, trainable, no source needed."""
+
+    def __init__(self, program, feed_names, fetch_names, params: dict):
+        super().__init__()
+        captured = {}
+        for i, (name, value) in enumerate(params.items()):
+            tensor = to_tensor(value)
+            if tensor.dtype in dtypes.FLOATS:
+                param = Parameter(tensor._data, name=name)
+                self.add_parameter(f"param_{i}", param)
+                captured[name] = param
+            else:
+                self.register_buffer(f"buffer_{i}", tensor)
+                captured[name] = tensor
+        self._runner = ProgramRunner(program, feed_names, fetch_names, captured)
+        self.program = program
+        self.feed_names, self.fetch_names = list(feed_names), list(fetch_names)
+
+    def forward(self, *inputs):
+        if len(inputs) != len(self.feed_names):
+            raise TypeError(
+                f"the loaded program takes {len(self.feed_names)} inputs "
+                f"({', '.join(self.feed_names)}), got {len(inputs)}")
+        tensors = [x if isinstance(x, Tensor) else to_tensor(x) for x in inputs]
+        outs = self._runner(tensors)
+        return outs[0] if len(outs) == 1 else outs
+
+
+def load(path: str) -> TranslatedLayer:
+    """A callable Layer from ``{path}.json`` and ``{path}.safetensors``."""
+    program, feed_names, fetch_names = serialize.load_program(f"{path}.json")
+    params = serialize.load_params(f"{path}.safetensors")
+    serialize.check_params(program, params, f"{path}.safetensors")
+    return TranslatedLayer(program, feed_names, fetch_names, params)

@@ -1,0 +1,157 @@
+"""Metrics (Paddle's ``paddle.metric``): ``compute`` per batch, ``update`` to accumulate,
+``accumulate`` for the running value, ``reset`` between epochs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from dy2stat import device
+from dy2stat.tensor import Tensor
+
+__all__ = ["Accuracy", "Metric", "Precision", "Recall", "accuracy"]
+
+
+def _numpy(value) -> np.ndarray:
+    if isinstance(value, Tensor):
+        return value.numpy()
+    if getattr(value, "is_static", False):
+        raise TypeError("metrics compute on values, not static Variables: fetch them first")
+    return np.asarray(value)
+
+
+def _tensor(array: np.ndarray) -> Tensor:
+    return Tensor(device.current.xp.asarray(array))
+
+
+class Metric:
+    """Base class: define ``update``, ``accumulate``, ``reset`` and ``name``.
+
+    ``compute(*outputs_and_labels)`` turns a batch's predictions and labels
+    into what ``update`` takes (by default, the inputs unchanged); ``Model``
+    calls ``update(*compute(...))`` for every batch.
+    """
+
+    def reset(self) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must define reset()")
+
+    def update(self, *args):
+        raise NotImplementedError(f"{type(self).__name__} must define update()")
+
+    def accumulate(self):
+        raise NotImplementedError(f"{type(self).__name__} must define accumulate()")
+
+    def name(self):
+        raise NotImplementedError(f"{type(self).__name__} must define name()")
+
+    def compute(self, *args):
+        return args
+
+
+class Accuracy(Metric):
+    """The fraction of samples whose label is among the ``k`` highest scores, per ``k``
+    in ``topk``.
+
+    ``compute(pred, label)`` → a float32 [N, maxk] Tensor of hits (label ids
+    shaped [N] or [N, 1], or one-hot [N, C]); ``update(correct)`` returns the
+    batch accuracy; ``accumulate()`` the running one (a float, or a list when
+    ``topk`` has several entries).
+    """
+
+    def __init__(self, topk: Sequence[int] = (1,), name: str | None = None, *args, **kwargs):
+        topk = (topk,) if isinstance(topk, int) else tuple(topk)
+        if not topk or any(not isinstance(k, int) or k < 1 for k in topk):
+            raise ValueError(f"Accuracy: topk must be positive ints, got {topk!r}")
+        self.topk = topk
+        self.maxk = max(topk)
+        name = name or "acc"
+        self._name = [f"{name}_top{k}" for k in topk] if self.maxk != 1 else [name]
+        self.reset()
+
+    def compute(self, pred, label, *args) -> Tensor:
+        pred, label = _numpy(pred), _numpy(label)
+        if pred.shape[-1] < self.maxk:
+            raise ValueError(f"Accuracy: top-{self.maxk} needs at least {self.maxk} classes, "
+                             f"pred has {pred.shape[-1]}")
+        top = np.argsort(-pred, axis=-1, kind="stable")[..., :self.maxk]
+        if label.ndim == pred.ndim and label.shape[-1] != 1:
+            label = np.argmax(label, axis=-1)[..., None]  # one-hot
+        else:
+            label = label.reshape(*pred.shape[:-1], 1)
+        return _tensor((top == label).astype(np.float32))
+
+    def update(self, correct, *args):
+        correct = _numpy(correct)
+        num_samples = int(np.prod(correct.shape[:-1]))
+        accs = []
+        for i, k in enumerate(self.topk):
+            hits = float(correct[..., :k].sum())
+            accs.append(hits / num_samples if num_samples else 0.0)
+            self.total[i] += hits
+            self.count[i] += num_samples
+        return accs[0] if len(self.topk) == 1 else accs
+
+    def reset(self) -> None:
+        self.total = [0.0] * len(self.topk)
+        self.count = [0] * len(self.topk)
+
+    def accumulate(self):
+        res = [t / c if c > 0 else 0.0 for t, c in zip(self.total, self.count)]
+        return res[0] if len(self.topk) == 1 else res
+
+    def name(self) -> list[str]:
+        return self._name
+
+
+class _BinaryMetric(Metric):
+    """Precision/recall of binary predictions: ``pred`` probabilities, ``labels`` 0/1."""
+
+    def __init__(self, name: str, *args, **kwargs):
+        self._name = name
+        self.reset()
+
+    def update(self, preds, labels):
+        preds = np.floor(_numpy(preds) + 0.5).astype(np.int64).reshape(-1)
+        labels = _numpy(labels).astype(np.int64).reshape(-1)
+        if preds.shape != labels.shape:
+            raise ValueError(f"{type(self).__name__}: {preds.size} predictions for "
+                             f"{labels.size} labels")
+        self.tp += int(((preds == 1) & (labels == 1)).sum())
+        self.fp += int(((preds == 1) & (labels == 0)).sum())
+        self.fn += int(((preds == 0) & (labels == 1)).sum())
+
+    def reset(self) -> None:
+        self.tp = self.fp = self.fn = 0
+
+    def name(self) -> str:
+        return self._name
+
+
+class Precision(_BinaryMetric):
+    """``tp / (tp + fp)`` over binary predictions (0.0 when nothing is predicted positive)."""
+
+    def __init__(self, name: str = "precision", *args, **kwargs):
+        super().__init__(name)
+
+    def accumulate(self) -> float:
+        predicted = self.tp + self.fp
+        return self.tp / predicted if predicted else 0.0
+
+
+class Recall(_BinaryMetric):
+    """``tp / (tp + fn)`` over binary predictions (0.0 when there are no positives)."""
+
+    def __init__(self, name: str = "recall", *args, **kwargs):
+        super().__init__(name)
+
+    def accumulate(self) -> float:
+        actual = self.tp + self.fn
+        return self.tp / actual if actual else 0.0
+
+
+def accuracy(input, label, k: int = 1, correct=None, total=None) -> Tensor:  # noqa: A002
+    """Top-``k`` accuracy of one batch as a float32 0-d Tensor (Paddle's ``metric.accuracy``)."""
+    hits = _numpy(Accuracy(topk=(k,)).compute(input, label))
+    value = hits.sum() / max(int(np.prod(hits.shape[:-1])), 1)
+    return _tensor(np.asarray(value, dtype=np.float32))

@@ -1,0 +1,131 @@
+"""Containers: Sequential and LayerList."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from dy2stat.nn.layer import Layer
+
+
+def _position(index: int, length: int, where: str) -> int:
+    if not -length <= index < length:
+        raise IndexError(f"{where}: index {index} is out of range for {length} layers")
+    return index % length
+
+
+class Sequential(Layer):
+    """Runs its layers in order, each on the previous one's output.
+
+    ``Sequential(l1, l2)``, ``Sequential(("name", l1), ("other", l2))`` or
+    ``Sequential(OrderedDict(name=l1, other=l2))``; names are the
+    ``state_dict`` key prefixes ("0", "1", ... for positional layers).
+    """
+
+    def __init__(self, *layers):
+        super().__init__()
+        if len(layers) == 1 and isinstance(layers[0], Mapping):
+            items = list(layers[0].items())
+        elif layers and all(isinstance(item, (list, tuple)) for item in layers):
+            items = list(layers)
+        else:
+            items = [(str(i), layer) for i, layer in enumerate(layers)]
+        for name, layer in items:
+            if not isinstance(layer, Layer):
+                raise TypeError(f"Sequential: {name!r} is a {type(layer).__name__}, not a Layer")
+            self.add_sublayer(str(name), layer)
+
+    def forward(self, x):
+        for layer in self._sub_layers.values():
+            x = layer(x)
+        return x
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return Sequential(*list(self._sub_layers.items())[index])
+        if isinstance(index, str):
+            return self._sub_layers[index]
+        keys = list(self._sub_layers)
+        return self._sub_layers[keys[_position(index, len(keys), "Sequential")]]
+
+    def __setitem__(self, index, layer: Layer) -> None:
+        keys = list(self._sub_layers)
+        key = index if isinstance(index, str) else keys[_position(index, len(keys), "Sequential")]
+        if not isinstance(layer, Layer):
+            raise TypeError(f"Sequential: cannot set a {type(layer).__name__} as a layer")
+        self._sub_layers[key] = layer
+
+    def __delitem__(self, index) -> None:
+        keys = list(self._sub_layers)
+        if isinstance(index, slice):
+            for key in keys[index]:
+                del self._sub_layers[key]
+            return
+        key = index if isinstance(index, str) else keys[_position(index, len(keys), "Sequential")]
+        del self._sub_layers[key]
+
+    def __len__(self) -> int:
+        return len(self._sub_layers)
+
+    def __iter__(self):
+        return iter(self._sub_layers.values())
+
+    def append(self, layer: Layer) -> Sequential:
+        self.add_sublayer(str(len(self._sub_layers)), layer)
+        return self
+
+
+class LayerList(Layer):
+    """A list of layers whose parameters the owner sees (names "0", "1", ...)."""
+
+    def __init__(self, sublayers: Iterable[Layer] | None = None):
+        super().__init__()
+        if sublayers is not None:
+            self.extend(sublayers)
+
+    def _reset(self, layers: list) -> None:
+        self._sub_layers.clear()
+        for i, layer in enumerate(layers):
+            self.add_sublayer(str(i), layer)
+
+    def _check(self, layer) -> Layer:
+        if not isinstance(layer, Layer):
+            raise TypeError(f"LayerList holds Layers, not a {type(layer).__name__}")
+        return layer
+
+    def __getitem__(self, index):
+        layers = list(self._sub_layers.values())
+        if isinstance(index, slice):
+            return LayerList(layers[index])
+        return layers[_position(index, len(layers), "LayerList")]
+
+    def __setitem__(self, index: int, layer: Layer) -> None:
+        position = _position(index, len(self._sub_layers), "LayerList")
+        self._sub_layers[str(position)] = self._check(layer)
+
+    def __delitem__(self, index) -> None:
+        layers = list(self._sub_layers.values())
+        if isinstance(index, slice):
+            del layers[index]
+        else:
+            del layers[_position(index, len(layers), "LayerList")]
+        self._reset(layers)
+
+    def __len__(self) -> int:
+        return len(self._sub_layers)
+
+    def __iter__(self):
+        return iter(self._sub_layers.values())
+
+    def append(self, sublayer: Layer) -> LayerList:
+        self.add_sublayer(str(len(self._sub_layers)), self._check(sublayer))
+        return self
+
+    def extend(self, sublayers: Iterable[Layer]) -> LayerList:
+        for layer in sublayers:
+            self.append(layer)
+        return self
+
+    def insert(self, index: int, sublayer: Layer) -> None:
+        layers = list(self._sub_layers.values())
+        layers.insert(index, self._check(sublayer))
+        self._reset(layers)

@@ -1,0 +1,64 @@
+"""Layers on the GPU give the CPU's results (skipped without CuPy and a GPU)."""
+
+import numpy as np
+import pytest
+
+import dy2stat as d2s
+from dy2stat import nn
+from tests.nn.helpers import randn
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def gpu():
+    if not d2s.is_compiled_with_cuda():
+        pytest.skip("needs CuPy and a GPU")
+    yield
+    d2s.set_device("cpu")
+
+
+class Net(nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Sequential(nn.Conv2D(1, 2, 3, padding=1), nn.BatchNorm2D(2), nn.ReLU(),
+                                  nn.MaxPool2D(2))
+        self.lstm = nn.LSTM(8, 5, num_layers=2)
+        self.norm = nn.LayerNorm(5)
+        self.fc = nn.Linear(5, 3)
+
+    def forward(self, x):
+        y = self.conv(x)  # [n, 2, 2, 4]
+        y = d2s.reshape(y, [y.shape[0], 2, 8])
+        out, _ = self.lstm(y)
+        return self.fc(nn.functional.gelu(self.norm(out[:, -1])))
+
+
+def test_moved_model_matches_cpu(gpu):
+    cpu_model, gpu_model = Net(), Net()
+    gpu_model.set_state_dict(cpu_model.state_dict())
+    gpu_model.to("gpu")
+    assert all(p.place.startswith("gpu") for p in gpu_model.parameters())
+    x = randn(3, 1, 4, 8, dtype="float32")
+    label = np.array([0, 2, 1])
+    losses = []
+    for model, place in ((cpu_model, "cpu"), (gpu_model, "gpu")):
+        logits = model(d2s.to_tensor(x, place=place))
+        loss = nn.CrossEntropyLoss()(logits, d2s.to_tensor(label, place=place))
+        loss.backward()
+        losses.append(loss.item())
+    np.testing.assert_allclose(losses[1], losses[0], rtol=1e-4)
+    for (name, a), (_, b) in zip(cpu_model.named_parameters(), gpu_model.named_parameters()):
+        np.testing.assert_allclose(b.grad.numpy(), a.grad.numpy(), rtol=1e-3, atol=1e-5,
+                                   err_msg=name)
+    np.testing.assert_allclose(gpu_model.conv[1]._mean.numpy(), cpu_model.conv[1]._mean.numpy(),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_layers_built_on_the_gpu_live_there(gpu):
+    d2s.set_device("gpu")
+    d2s.seed(0)
+    layer = nn.Sequential(nn.Linear(4, 3), nn.Dropout(0.5), nn.BatchNorm1D(3))
+    assert all(t.place.startswith("gpu") for t in layer.parameters() + layer.buffers())
+    out = layer(d2s.randn([6, 4]))
+    assert out.place.startswith("gpu") and out.shape == [6, 3]

@@ -1,0 +1,102 @@
+"""The update ops: eager results against NumPy, inference, and a static run."""
+
+import numpy as np
+import pytest
+
+import dy2stat as d2s
+from dy2stat import static
+from dy2stat.dispatch import apply
+from dy2stat.runtime import build
+from dy2stat.runtime.executor import Scope
+from dy2stat.runtime.ir import Program
+from dy2stat.runtime.ops import optimizer as _update_ops  # noqa: F401  (registers the ops)
+from dy2stat.runtime.registry import OPS, Meta
+from tests.optimizer import reference
+from tests.optimizer.op_cases import CASES
+
+
+def _flat(out):
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_update_matches_numpy(case):
+    out = _flat(apply(case.op, *[d2s.Tensor(np.array(x)) for x in case.inputs], **case.attrs))
+    want = _flat(case.ref(*case.inputs, **case.attrs))
+    assert len(out) == len(want) == len(OPS[case.op].outputs)
+    for got, expected, x in zip(out, want, [case.inputs[0], *case.inputs[2:]]):
+        assert got.shape == list(np.shape(expected)) == list(np.shape(x))
+        assert got.dtype == x.dtype
+        np.testing.assert_allclose(got.numpy(), expected, rtol=case.rtol, atol=case.atol)
+
+
+def test_update_ops_have_no_gradient_rule_and_leave_inputs_alone():
+    p = d2s.to_tensor(np.ones(3, "float32"), stop_gradient=False)
+    g = d2s.to_tensor(np.full(3, 2.0, "float32"))
+    out = apply("sgd", p, g, d2s.to_tensor([0.5]))
+    assert out.stop_gradient and OPS["sgd"].grad is None
+    np.testing.assert_array_equal(out.numpy(), np.zeros(3))
+    np.testing.assert_array_equal(p.numpy(), np.ones(3))
+
+
+def test_float16_parameter_with_float32_state():
+    p = np.linspace(-1, 1, 6).astype("float16")
+    g = np.linspace(1, 2, 6).astype("float16")
+    m = np.zeros(6, "float32")
+    pows = np.array([0.9], "float32"), np.array([0.999], "float32")
+    outs = apply("adam", *[d2s.Tensor(a) for a in (p, g, m, m, *pows)],
+                 d2s.Tensor(np.array([0.01], "float32")))
+    assert [o.dtype for o in outs] == [np.float16] + [np.float32] * 4
+    want = reference.adam(p.astype("float64"), g.astype("float64"), m, m, *pows, 0.01)
+    np.testing.assert_allclose(outs[0].numpy(), want[0], rtol=2e-3)
+
+
+def _meta(shape, dtype="float32"):
+    return Meta(tuple(shape), np.dtype(dtype))
+
+
+def test_inference_is_like_the_inputs_and_accepts_unknown_dims():
+    op = OPS["adam"]
+    p, one = _meta([-1, 4]), _meta([1])
+    out = op.infer(p, _meta([8, 4]), p, p, one, one, one, **op.attrs)
+    assert out == (p, p, p, one, one)
+    assert OPS["momentum"].infer(p, p, _meta([-1, 4], "float64"), one) == (
+        p, _meta([-1, 4], "float64"))
+
+
+@pytest.mark.parametrize("inputs, error, match", [
+    ([[3, 4], [4, 3], [1]], ValueError, "Grad has shape"),
+    ([[3, 4], [3, 4], [2]], ValueError, "LearningRate must hold one value"),
+])
+def test_inference_errors_name_the_slot(inputs, error, match):
+    with pytest.raises(error, match=match):
+        OPS["sgd"].infer(*[_meta(s) for s in inputs])
+
+
+def test_integer_learning_rate_is_rejected():
+    with pytest.raises(TypeError, match="LearningRate must be a float"):
+        OPS["sgd"].infer(_meta([2]), _meta([2]), _meta([1], "int64"))
+
+
+def test_static_update_writes_back_into_persistable_variables():
+    """An update op whose outputs name persistable variables trains across runs."""
+    program = Program()
+    block = program.global_block()
+    p = block.create_var([3], "float32", name="p", persistable=True)
+    v = block.create_var([3], "float32", name="v", persistable=True)
+    lr = block.create_var([1], "float32", name="lr", persistable=True)
+    g = block.create_var([3], "float32", name="g", is_data=True)
+    build.append(block, "momentum", [p, g, v, lr], {"mu": 0.5})
+    op = block.ops[-1]
+    op.outputs = {"ParamOut": ["p"], "VelocityOut": ["v"]}
+    scope = Scope()
+    scope["p"], scope["v"] = np.ones(3, "float32"), np.zeros(3, "float32")
+    scope["lr"] = np.array([0.1], "float32")
+    exe = static.Executor()
+    want_p, want_v = np.ones(3), np.zeros(3)
+    grad = np.array([1.0, 2.0, 3.0], "float32")
+    for _ in range(3):
+        exe.run(program, feed={"g": grad}, fetch_list=[], scope=scope)
+        want_p, want_v = reference.momentum(want_p, grad, want_v, 0.1, mu=0.5)
+    np.testing.assert_allclose(np.asarray(scope["p"]), want_p, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(scope["v"]), want_v, rtol=1e-6)

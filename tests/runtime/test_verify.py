@@ -1,0 +1,402 @@
+"""The IR verifier (``runtime/verify.py``): valid programs pass, and one broken
+program per rule fails with a message naming the block, op, slot/attr and
+variable."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import dy2stat as d2s
+from dy2stat.runtime import serialize
+from dy2stat.runtime.ir import Operator, Program
+from dy2stat.runtime.serialize import FormatError
+from dy2stat.runtime.verify import VerifyError, verify
+from tests.runtime import programs as P
+
+
+def broken(program, *fragments, field=None):
+    with pytest.raises(VerifyError) as info:
+        verify(program)
+    message = str(info.value)
+    for fragment in fragments:
+        assert fragment in message, message
+    if field is not None:
+        assert info.value.field == field, info.value.field
+    return info.value
+
+
+# ------------------------------------------------------------ valid programs
+
+
+def test_hand_built_programs_verify():
+    verify(P.mlp()[0])
+    verify(P.with_cond())
+    verify(P.with_while())
+
+
+def _frontend_program():
+    """Nested cond/while with captured values, plus append_backward (cond and
+    while_grad ops with their sub-blocks)."""
+    main, startup = d2s.static.Program(), d2s.static.Program()
+    with d2s.static.program_guard(main, startup):
+        x = d2s.static.data("x", [None, 3], "float64")
+        w = d2s.static.create_parameter([3, 3], "float64", name="w")
+        h = x @ w
+        scale = h.mean()
+
+        def body(i, acc):
+            inner = d2s.static.nn.cond(acc.sum() > 0, lambda: acc * scale, lambda: acc - h)
+            return i + 1, inner
+
+        i0 = d2s.zeros([], dtype="int64")
+        _, acc = d2s.static.nn.while_loop(lambda i, a: i < 3, body, [i0, h])
+        loss = acc.sum()
+        pairs = d2s.static.append_backward(loss)
+        gx = d2s.static.gradients(loss, x)
+    return main, startup, pairs, gx
+
+
+def test_frontend_programs_with_backward_verify():
+    d2s.enable_static()
+    try:
+        main, startup, pairs, _ = _frontend_program()
+    finally:
+        d2s.disable_static()
+    assert {op.type for op in main.all_ops()} >= {"cond", "while", "while_grad"}
+    assert pairs
+    verify(main)
+    verify(startup)
+
+
+def test_error_is_a_value_error_with_a_field():
+    p, _ = P.mlp()
+    p.global_block().ops[1].inputs["Y"] = ["nope"]
+    err = broken(p, "block 0, op 1 (add), inputs.Y[0]: variable 'nope' is not defined in "
+                    "block 0 or its parents", field="blocks[0].ops[1].inputs.Y[0]")
+    assert isinstance(err, ValueError)
+    assert err.reason.startswith("variable 'nope'")
+
+
+# ------------------------------------------------------ 1. structure
+
+
+def test_unknown_op_type():
+    p, _ = P.mlp()
+    p.global_block().ops[2].type = "relu6"
+    broken(p, "block 0, op 2 (relu6), type: unknown op type 'relu6'")
+
+
+def test_unknown_slot():
+    p, _ = P.mlp()
+    p.global_block().ops[0].inputs["Z"] = ["x"]
+    broken(p, "block 0, op 0 (matmul), inputs.Z: op 'matmul' has no slot 'Z' (slots: X, Y)")
+    p, _ = P.mlp()
+    p.global_block().ops[2].outputs = {"Y": ["r"]}
+    broken(p, "op 2 (relu), outputs.Y: op 'relu' has no slot 'Y'")
+
+
+def test_slot_sizes():
+    p, _ = P.mlp()
+    del p.global_block().ops[0].inputs["Y"]
+    broken(p, "op 0 (matmul), inputs.Y: missing (op 'matmul' requires it)")
+    p, _ = P.mlp()
+    p.global_block().ops[0].inputs["Y"] = ["fc_0.w", "fc_0.w"]
+    broken(p, "op 0 (matmul), inputs.Y: expected one name, got 2")
+    p, _ = P.mlp()
+    p.global_block().ops[0].inputs["Y"] = []
+    broken(p, "op 0 (matmul), inputs.Y: expected one name, got none")
+
+
+def _layer_norm_program():
+    p = Program()
+    g = p.global_block()
+    g.create_var((2, 4), "float32", name="x", is_data=True)
+    g.create_var((4,), "float32", name="s", persistable=True)
+    g.create_var((2, 4), "float32", name="y")
+    g.create_var((2,), "float32", name="mean")
+    g.create_var((2,), "float32", name="var")
+    g.append_op(Operator("layer_norm", {"X": ["x"], "Scale": ["s"]},
+                         {"Y": ["y"], "Mean": ["mean"], "Variance": ["var"]},
+                         {"begin_norm_axis": 1}))
+    g.create_var((2, 4), "float32", name="c")
+    g.append_op(Operator("concat", {"Xs": ["x"]}, {"Out": ["c"]}, {"axis": 0}))
+    return p
+
+
+def test_optional_slot_may_be_absent_or_hold_one():
+    p = _layer_norm_program()
+    verify(p)  # Bias left out; a one-input concat (variadic)
+    p.global_block().ops[0].inputs["Bias"] = ["s", "s"]
+    broken(p, "op 0 (layer_norm), inputs.Bias: expected one name, got 2")
+
+
+def test_output_count_of_a_variadic_slot_must_match_inference():
+    p = Program()
+    g = p.global_block()
+    g.create_var((4, 2), "float32", name="x", is_data=True)
+    for n in ("a", "b"):
+        g.create_var((2, 2), "float32", name=n)
+    g.append_op(Operator("split", {"X": ["x"]}, {"Outs": ["a", "b"]},
+                         {"num_or_sections": 2, "axis": 0}))
+    verify(p)
+    g.ops[0].attrs["num_or_sections"] = 4
+    broken(p, "op 0 (split), outputs.Outs: op 'split' produces 4 values here, the op lists 2")
+
+
+def test_unknown_attr():
+    p, _ = P.mlp()
+    p.global_block().ops[0].attrs["transpose_z"] = True
+    broken(p, "op 0 (matmul), attrs.transpose_z: op 'matmul' has no attr 'transpose_z' "
+              "(attrs: transpose_x, transpose_y)")
+
+
+def test_sub_block_attrs():
+    p = P.with_cond()
+    p.global_block().ops[0].attrs["true_block"] = 9
+    broken(p, "op 0 (cond), attrs.true_block: expected a sub-block index (1 to 4), got 9")
+    p = P.with_cond()
+    p.global_block().ops[0].attrs["false_block"] = True
+    broken(p, "attrs.false_block: expected a sub-block index (1 to 4), got True")
+    p = P.with_cond()
+    del p.global_block().ops[0].attrs["false_block"]
+    broken(p, "attrs.false_block: missing (op 'cond' needs a sub-block index)")
+
+
+def test_name_attrs_must_name_visible_variables():
+    p = P.with_cond()
+    p.global_block().ops[0].attrs["true_outs"] = ["ghost"]
+    broken(p, "op 0 (cond), attrs.true_outs[0]: variable 'ghost' is not declared in any block")
+    p = P.with_cond()
+    op = p.global_block().ops[0]
+    op.attrs["true_outs"] = list(op.attrs["false_outs"])  # declared in the false branch only
+    broken(p, "attrs.true_outs[0]", "is not visible from block 1")
+    p = P.with_cond()
+    p.global_block().ops[0].attrs["true_outs"] = "relu_0"
+    broken(p, "attrs.true_outs: expected a list of variable names, got a string")
+    p = P.with_while()
+    p.global_block().ops[1].attrs["cond_out"] = 5
+    broken(p, "op 1 (while), attrs.cond_out: expected a variable name, got an integer")
+
+
+def test_arguments_are_declared_in_their_sub_block():
+    p = P.with_while()
+    p.global_block().ops[1].attrs["body_args"] = ["ci"]  # the cond block's argument
+    broken(p, "op 1 (while), attrs.body_args[0]: argument 'ci' is not declared in block 2")
+
+
+def test_control_flow_counts_agree():
+    p = P.with_cond()
+    p.global_block().ops[0].attrs["false_outs"] = []
+    broken(p, "op 0 (cond), attrs.false_outs: names 0 values but outputs.Out has 1")
+    p = P.with_while()
+    p.global_block().ops[1].attrs["body_outs"] = []
+    broken(p, "op 1 (while), attrs.body_outs: names 0 values but inputs.X has 1")
+
+
+# ---------------------------------------------------- 2./3. sub-block graph
+
+
+def test_sub_block_cycle():
+    p = P.with_cond()
+    b1 = p.blocks[1]
+    b1.append_op(Operator("cond", {"Cond": ["pred"], "Input": []}, {"Out": []},
+                          {"true_block": 1, "false_block": 2, "true_outs": [],
+                           "false_outs": []}))
+    broken(p, "block 1, op 1 (cond), attrs.true_block: block 1 contains", "a cycle")
+
+
+def test_sub_block_must_be_nested_in_the_op_block():
+    p = P.with_cond()
+    p.blocks[2].parent_idx = 1  # the false branch hangs under the true branch
+    broken(p, "block 0, op 0 (cond), attrs.false_block: block 2 is not nested in block 0 "
+              "(its parent is block 1)")
+
+
+# ------------------------------------------------- 4. use after definition
+
+
+def test_use_before_definition_in_op_order():
+    p, _ = P.mlp()
+    ops = p.global_block().ops
+    ops[0], ops[1] = ops[1], ops[0]  # add reads h before matmul writes it
+    broken(p, "block 0, op 0 (add), inputs.X[0]: 'h' is read before any op writes it",
+           field="blocks[0].ops[0].inputs.X[0]")
+
+
+def test_feeds_count_as_defined():
+    p, _ = P.mlp()
+    p.global_block().vars["x"].is_data = False
+    broken(p, "inputs.X[0]: 'x' is read before any op writes it")
+    verify(p, feed_names=["x"])
+
+
+def test_sub_block_reads_from_ancestors_before_the_op():
+    p = P.with_cond()
+    g = p.global_block()
+    verify(p)  # the branches read x (block 0) and the cond reads pred
+    # the true branch reads w, which block 0 computes only after the cond
+    p.blocks[1].ops[0].inputs["X"] = ["w"]
+    broken(p, "block 1, op 0 (relu), inputs.X[0]: 'w' is read before any op writes it")
+    assert g.ops[-1].outputs["Out"] == ["w"]
+
+
+def test_sub_block_arguments_count_as_defined():
+    p = P.with_while()
+    verify(p)  # the cond block reads its argument ci, the body bi
+    # the cond block reading the body's argument: not visible from it
+    p.blocks[1].ops[0].inputs["X"] = ["bi"]
+    broken(p, "block 1, op 0 (less_than), inputs.X[0]: variable 'bi' is not defined in block 1")
+
+
+def test_yielded_values_must_be_defined_in_the_sub_block():
+    p = P.with_cond()
+    tb = p.blocks[1]
+    tb.create_var((2,), "float32", name="never_written")
+    p.global_block().ops[0].attrs["true_outs"] = ["never_written"]
+    broken(p, "block 0, op 0 (cond), attrs.true_outs[0]: 'never_written' is yielded by "
+              "block 1 but no op defines it")
+
+
+def test_while_grad_blocks_read_the_recomputed_body():
+    d2s.enable_static()
+    try:
+        main, _, _, _ = _frontend_program()
+    finally:
+        d2s.disable_static()
+    block, op = next((b, op) for b in main.blocks for op in b.ops if op.type == "while_grad")
+    body = main.blocks[op.attrs["body_block"]]
+    grad_block = main.blocks[op.attrs["grad_block"]]
+    reads = {n for o in grad_block.ops for n in o.input_names()}
+    # the gradient block reads values the recomputed body defines (and its arguments)
+    assert reads & (set(body.vars) - set(op.attrs["body_args"]))
+    assert reads & set(op.attrs["grad_args"])
+    verify(main)
+    grad_block.parent_idx = block.idx  # out of the body's scope: body values are not visible
+    broken(main, f"block {grad_block.idx}, op ", f"is not defined in block {grad_block.idx} "
+                                                 "or its parents")
+
+
+# ------------------------------------------------------------ 5. inference
+
+
+def test_declared_outputs_must_agree_with_inference():
+    p, _ = P.mlp()
+    p.global_block().vars["h"].shape = (-1, 7)
+    broken(p, "block 0, op 0 (matmul), outputs.Out[0]: 'h' is declared float32[-1, 7] but "
+              "op 'matmul' computes float32[-1, 3]")
+    p, _ = P.mlp()
+    p.global_block().vars["h"].dtype = np.dtype("float64")
+    broken(p, "'h' is declared float64[-1, 3] but op 'matmul' computes float32[-1, 3]")
+
+
+def test_unknown_dims_agree_with_anything():
+    p, _ = P.mlp()
+    p.global_block().vars["h"].shape = (5, -1)
+    verify(p)
+    p.global_block().vars["h"].shape = (-1,)
+    broken(p, "'h' is declared float32[-1]")  # a different rank never agrees
+
+
+def test_ops_that_reject_their_inputs():
+    p, _ = P.mlp()
+    p.global_block().ops[0].attrs["transpose_y"] = True  # [-1, 4] @ [3, 4]^T
+    broken(p, "block 0, op 0 (matmul): op 'matmul' does not accept its inputs/attrs")
+    p, _ = P.mlp()
+    g = p.global_block()
+    g.create_var((), "bool", name="flag", persistable=True)
+    g.create_var((), "bool", name="e")
+    g.append_op(Operator("exp", {"X": ["flag"]}, {"Out": ["e"]}, {}))
+    broken(p, "op 5 (exp)", "does not accept")
+
+
+def test_cond_outputs_agree_with_both_branches():
+    p = P.with_cond()
+    p.global_block().vars["y"].dtype = np.dtype("float64")
+    broken(p, "block 0, op 0 (cond), outputs.Out[0]: 'y' is declared float64[2] but "
+              "true_outs[0]")
+    p = P.with_cond()
+    p.global_block().vars["pred"].dtype = np.dtype("int64")
+    broken(p, "op 0 (cond), inputs.Cond[0]: the predicate 'pred' must be a bool with one "
+              "element, got int64[]")
+
+
+def test_while_carried_values_agree():
+    p = P.with_while()
+    p.blocks[2].vars["bi"].dtype = np.dtype("int32")
+    broken(p, "block 0, op 1 (while)", "the loop carries it as body_args[0] 'bi'")
+    p = P.with_while()
+    cond_out = p.global_block().ops[1].attrs["cond_out"]
+    p.blocks[1].vars[cond_out].shape = (3,)
+    broken(p)  # a declared bool[3] predicate: inference or the predicate rule
+
+
+# -------------------------------------------------------- 6. single definition
+
+
+def test_a_name_is_defined_once():
+    p, _ = P.mlp()
+    g = p.global_block()
+    g.append_op(Operator("relu", {"X": ["h2"]}, {"Out": ["r"]}, {}))
+    broken(p, "block 0, op 5 (relu), outputs.Out[0]: 'r' is defined twice (first by block 0, "
+              "op 2 (relu))")
+
+
+def test_persistable_variables_may_be_written_again():
+    p, _ = P.mlp()
+    g = p.global_block()
+    for _ in range(2):  # an update op writing the parameter's own name, twice
+        g.append_op(Operator("scale", {"X": ["fc_0.b"]}, {"Out": ["fc_0.b"]},
+                             {"scale": 0.5, "bias": 0.0}))
+    verify(p)
+
+
+def test_data_variables_and_arguments_are_not_written():
+    p, _ = P.mlp()
+    g = p.global_block()
+    g.append_op(Operator("relu", {"X": ["x"]}, {"Out": ["x"]}, {}))
+    broken(p, "op 5 (relu), outputs.Out[0]: writes 'x', a data variable")
+    p = P.with_while()
+    body = p.blocks[2]
+    body.append_op(Operator("assign", {"X": ["step"]}, {"Out": ["bi"]}, {}))
+    broken(p, "block 2, op 1 (assign), outputs.Out[0]: 'bi' is defined twice (first by an "
+              "argument of block 2)")
+
+
+def test_sub_blocks_do_not_write_outer_variables():
+    p = P.with_cond()
+    p.blocks[1].append_op(Operator("scale", {"X": ["x"]}, {"Out": ["w"]},
+                                   {"scale": 1.0, "bias": 0.0}))
+    broken(p, "block 1, op 1 (scale), outputs.Out[0]: writes 'w', a variable of the enclosing "
+              "block 0")
+
+
+# ----------------------------------------------------- serialize uses it
+
+
+def test_serialize_reports_verifier_errors_with_file_and_field():
+    p, _ = P.mlp()
+    doc = serialize.program_to_dict(p, ["x"], ["y"])
+    doc["blocks"][0]["ops"].append({"type": "relu", "inputs": {"X": ["h2"]},
+                                    "outputs": {"Out": ["r"]}, "attrs": {}})
+    with pytest.raises(FormatError) as info:
+        serialize.program_from_json(json.dumps(doc), "model.json")
+    err = info.value
+    assert err.source == "model.json"
+    assert err.field == "blocks[0].ops[5].outputs.Out[0]"
+    assert str(err).startswith("model.json: blocks[0].ops[5].outputs.Out[0]: 'r' is defined "
+                               "twice"), str(err)
+
+
+def test_serialize_accepts_feeds_that_are_not_data_variables():
+    p, _ = P.mlp()
+    p.global_block().vars["x"].is_data = False
+    doc = serialize.program_to_dict(p, ["x"], ["y"])
+    loaded, feed, _ = serialize.program_from_json(json.dumps(doc), "model.json")
+    assert feed == ["x"]
+    doc = serialize.program_to_dict(p, [], ["y"])
+    with pytest.raises(FormatError, match=r"blocks\[0\].ops\[0\].inputs.X\[0\]: 'x' is read "
+                                          "before any op writes it"):
+        serialize.program_from_json(json.dumps(doc), "model.json")
