@@ -98,8 +98,12 @@ class Plan:
         self._feed_set = frozenset(self.feed_names)
         block = program.global_block()
         self._feed_specs = []
+        carries = _carry_names(program)
         for name in self.feed_names:
             var = block.vars[name]
+            if name in carries:  # a while loop's saved iterations: a Python list, fed as is
+                self._feed_specs.append((name, None, 0, (), ()))
+                continue
             known = tuple((i, d) for i, d in enumerate(var.shape) if d >= 0)
             self._feed_specs.append((name, var.dtype, len(var.shape), known, var.shape))
         self._ndarray = xp.ndarray
@@ -122,6 +126,9 @@ class Plan:
         args = []
         for name, dtype, ndim, known, shape in self._feed_specs:
             a = feeds[name]
+            if dtype is None:
+                args.append(a)
+                continue
             if type(a) is not self._ndarray:
                 a = self._as_array(name, a, dtype)
             if a.dtype is not dtype and a.dtype != dtype:
@@ -184,6 +191,17 @@ class Plan:
 def _shape_error(name, expected, got):
     raise ValueError(f"feed {name!r}: expected shape {shapes.fmt(expected)}, "
                      f"got {shapes.fmt(got)}")
+
+
+def _carry_names(program: Program) -> set:
+    """Names that hold a while loop's saved carries (opaque stacks, not arrays)."""
+    names = set()
+    for op in program.all_ops():
+        if op.type == "while":
+            names.update(op.outputs.get("Carries", ()))
+        elif op.type == "while_grad":
+            names.update(op.inputs.get("Carries", ()))
+    return names
 
 
 def compile(program: Program, feed_names, fetch_names, xp=numpy) -> Plan:  # noqa: A001

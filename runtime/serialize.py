@@ -10,11 +10,15 @@ The formats are documented in ``docs/format.md``. In short:
   header), read with ``safetensors.numpy``.
 
 Nothing in a file is ever executed: no pickle, no eval/exec, no imports by
-name. Loading validates every field and every cross-reference (op types,
-slot names, attr names, dtypes, shapes, sub-block indices, variable names,
-shape/dtype inference, parameters against the program) and fails with one
-error type, :class:`FormatError`, whose message names the file and the field,
-e.g. ``model.json: blocks[0].ops[3].type: unknown op type 'foo'``.
+name. Loading validates every field and every cross-reference and fails with
+one error type, :class:`FormatError`, whose message names the file and the
+field, e.g. ``model.json: blocks[0].ops[3].type: unknown op type 'foo'``.
+This module checks the document as JSON (each field's type, var
+declarations, block headers, feed/fetch names, attr encodings) and the
+parameters against the program; what the program means (op types, slots,
+attrs, sub-block references, use after definition, single definition,
+shape/dtype inference) is checked by the IR verifier, ``runtime/verify.py``,
+whose errors carry the field they concern.
 """
 
 from __future__ import annotations

@@ -31,6 +31,9 @@ def _value(block: Block, x, op):
         return x
     if isinstance(x, Tensor):
         return capture(x)
+    if isinstance(x, (np.ndarray, np.generic)):
+        # as in eager mode, a NumPy value is a tensor input: a constant of the program
+        return capture(Tensor(np.asarray(x)))
     if isinstance(x, (list, tuple)):
         return [_value(block, v, op) for v in x]
     raise TypeError(f"{op.type}: cannot use a {type(x).__name__} as an input in a static program")

@@ -77,12 +77,15 @@ defop(
 
 
 def _squeeze_shape(shape, axis, op="squeeze"):
-    """Drop size-1 dims (all of them, or the listed ones that are 1).
+    """Drop size-1 dims: all of them, or the listed ones that are 1 (as Paddle does).
 
-    A listed axis of unknown size is assumed to be 1; with ``axis=None`` an
-    unknown dim is assumed not to be (as Paddle does).
+    A listed dim of unknown size is taken to be 1. ``axis=None`` on a shape
+    with unknown dims is refused: the result's rank would be a guess.
     """
     if axis is None:
+        if -1 in shape:
+            raise ValueError(f"{op}: which dims of {fmt(shape)} to drop is unknown until run "
+                             "time; pass axis")
         return tuple(d for d in shape if d != 1)
     axes = shapes.axes_tuple(axis, len(shape), op)
     return tuple(d for i, d in enumerate(shape) if i not in axes or d not in (1, -1))
