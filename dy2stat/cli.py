@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +16,7 @@ import numpy as np
 import dy2stat
 from dy2stat import demo, program_view
 from dy2stat.runtime import serialize
+from dy2stat.static import InputSpec
 
 
 class UserError(Exception):
@@ -22,6 +25,84 @@ class UserError(Exception):
 
 def _demo(args) -> int:
     return demo.main(args)
+
+
+# ---------------------------------------------------------------------- export
+_SPEC = re.compile(r"^(?P<name>[A-Za-z_]\w*):(?P<dtype>\w+)\[(?P<dims>[^\]]*)\]$")
+
+
+def parse_input_spec(text: str) -> InputSpec:
+    """``name:dtype[d0,d1,...]`` (a dim may be -1 or None) into an InputSpec."""
+    match = _SPEC.match(text.replace(" ", ""))
+    if match is None:
+        raise UserError(f"--input-spec {text!r}: expected NAME:DTYPE[DIMS], "
+                        "e.g. x:float32[-1,784]")
+    dims = []
+    for d in filter(None, match["dims"].split(",")):
+        if d.lower() == "none":
+            dims.append(-1)
+        elif re.fullmatch(r"-?\d+", d) and int(d) >= -1:
+            dims.append(int(d))
+        else:
+            raise UserError(f"--input-spec {text!r}: bad dim {d!r} (use ints, -1 or None)")
+    try:
+        return InputSpec(dims, match["dtype"], match["name"])
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"--input-spec {text!r}: {exc}") from None
+
+
+def load_module(path: str, name: str = "dy2stat_user_model"):
+    """Import a model file by path (it runs, as any import does)."""
+    if not os.path.exists(path):
+        raise UserError(f"{path}: no such file")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UserError(f"{path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    directory = os.path.dirname(os.path.abspath(path))
+    sys.path.insert(0, directory)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise UserError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+    finally:
+        sys.path.remove(directory)
+    return module
+
+
+def _export(args) -> int:
+    path, sep, object_name = args.target.rpartition(":")
+    if not sep or not path or not object_name:
+        raise UserError(f"{args.target!r}: expected MODEL.py:OBJECT")
+    specs = [parse_input_spec(s) for s in args.input_spec or []]
+    if not specs:
+        raise UserError("give at least one --input-spec NAME:DTYPE[DIMS]")
+    module = load_module(path)
+    obj = getattr(module, object_name, None)
+    if obj is None:
+        raise UserError(f"{path}: no object named {object_name!r}")
+    model = _instantiate(obj, path, object_name)
+    dy2stat.jit.save(model, args.output, input_spec=specs)
+    print(f"wrote {args.output}.json and {args.output}.safetensors")
+    return 0
+
+
+def _instantiate(obj, path, name):
+    """A Layer class (no required arguments), a factory function, or a Layer instance."""
+    if isinstance(obj, dy2stat.nn.Layer):
+        return obj
+    if isinstance(obj, type) and issubclass(obj, dy2stat.nn.Layer):
+        try:
+            return obj()
+        except TypeError as exc:
+            raise UserError(f"{path}: {name}() needs constructor arguments ({exc}); "
+                            "export a factory function or an instance instead") from None
+    if callable(obj):
+        made = obj()
+        if isinstance(made, dy2stat.nn.Layer) or callable(made):
+            return made
+    raise UserError(f"{path}: {name} is not a Layer class, a factory function or a Layer")
 
 
 # --------------------------------------------------------------------- inspect
@@ -139,6 +220,17 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("-o", "--output", metavar="OUT.npy",
                          help="write the output (.npy; .npz when there are several)")
     run_cmd.set_defaults(run=_run)
+
+    export_cmd = commands.add_parser(
+        "export", help="save a model as a program (like jit.save)",
+        description="Import MODEL.py, take OBJECT (a Layer class with no required arguments, "
+                    "a factory function, or a Layer instance) and save it as jit.save does.")
+    export_cmd.add_argument("target", metavar="MODEL.py:OBJECT")
+    export_cmd.add_argument("--input-spec", action="append", metavar="NAME:DTYPE[DIMS]",
+                            help='an input, e.g. "x:float32[-1,784]" (repeat for several)')
+    export_cmd.add_argument("-o", "--output", required=True, metavar="PATH",
+                            help="path prefix: writes PATH.json and PATH.safetensors")
+    export_cmd.set_defaults(run=_export)
     return parser
 
 
@@ -150,6 +242,9 @@ def main(argv=None) -> int:
         return 0
     try:
         return args.run(args) or 0
+    except BrokenPipeError:  # the output was piped into a program that stopped reading
+        sys.stderr.close()
+        return 0
     except (UserError, serialize.FormatError, ValueError, TypeError, RuntimeError,
             FileNotFoundError, json.JSONDecodeError) as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

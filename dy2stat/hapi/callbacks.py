@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import sys
 import warnings
 
 import numpy as np
@@ -123,8 +124,6 @@ class ProgBarLogger(Callback):
 
     def _print(self, text: str) -> None:
         if self.verbose:
-            import sys
-
             print(text, file=self.file or sys.stdout, flush=True)
 
     def _values(self, logs) -> list:
@@ -313,9 +312,7 @@ def config_callbacks(callbacks=None, model=None, batch_size=None, epochs=None, s
                      save_dir: str | None = None, metrics=None, mode: str = "train"):
     """The CallbackList ``Model`` uses: the user's callbacks plus a ProgBarLogger, a
     ModelCheckpoint (training) and an LRScheduler (training) unless given."""
-    cbks = list(callbacks or [])
-    if isinstance(callbacks, Callback):
-        cbks = [callbacks]
+    cbks = [callbacks] if isinstance(callbacks, Callback) else list(callbacks or [])
     if not any(isinstance(k, ProgBarLogger) for k in cbks) and verbose:
         cbks = [ProgBarLogger(log_freq, verbose=verbose)] + cbks
     if mode == "train":

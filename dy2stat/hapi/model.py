@@ -535,7 +535,7 @@ class _DynamicAdapter:
         except ImportError as exc:
             warnings.warn(f"Model: inputs specs were given but dy2stat.jit cannot be imported "
                           f"({exc}); the network is trained eagerly", RuntimeWarning,
-                          stacklevel=3)
+                          stacklevel=4)
             return
         jit.to_static(network, input_spec=self.model._inputs)
 

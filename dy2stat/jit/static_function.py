@@ -18,6 +18,7 @@ import numpy as np
 
 from dy2stat.jit import settings
 from dy2stat.jit.program_runner import ProgramRunner
+from dy2stat.mode import state
 from dy2stat.runtime.ir import Program
 from dy2stat.static import framework, nest
 from dy2stat.static.builder import captured_tensors
@@ -71,6 +72,13 @@ class StaticFunction:
     def __call__(self, *args, **kwargs):
         if not settings.state.enabled:
             return self._call_eagerly(args, kwargs)
+        if state.static:
+            # Called while another program is being built: trace inline into it.
+            function = (settings.convert(self._function) if self._convert_source
+                        else self._function)
+            if self._instance is not None:
+                return function(self._instance, *args, **kwargs)
+            return function(*args, **kwargs)
         key, tensors = self._key(args, kwargs)
         concrete = self._cache.get(key)
         if concrete is None:
@@ -163,9 +171,12 @@ class StaticFunction:
             if index is not None and index < len(self._input_spec):
                 spec = self._input_spec[index]
             shape = spec.shape if spec is not None else value.shape
-            var = program.global_block().create_var(
-                shape, value.dtype, name=program.unique_name(name), is_data=True,
-                stop_gradient=value.stop_gradient)
+            block = program.global_block()
+            wanted = spec.name if spec is not None and spec.name else name
+            var = block.create_var(
+                shape, value.dtype,
+                name=wanted if wanted not in block.vars else program.unique_name(wanted),
+                is_data=True, stop_gradient=value.stop_gradient)
             placeholder = Variable(program.global_block(), var.name)
             inputs.append(placeholder)
             return placeholder

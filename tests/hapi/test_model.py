@@ -153,7 +153,7 @@ def test_callbacks_see_the_loop(data):
 
     model = lenet_model(inputs=None)
     model.fit(train, test, epochs=2, batch_size=32, eval_freq=2, verbose=0,
-              callbacks=[Recorder()])
+              callbacks=Recorder())  # one callback, or a list
     assert events[0] == ("train_begin", 2, 2)
     assert events[1:3] == [("batch", 0, 32, 1), ("batch", 1, 32, 1)]
     assert events[3] == ("epoch_end", 0, ["acc_top1", "acc_top2", "batch_size", "loss",

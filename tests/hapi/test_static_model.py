@@ -94,6 +94,7 @@ def test_seed_script_trains_in_dynamic_mode_too(folder):
         with pytest.warns(RuntimeWarning, match="trained eagerly"):
             model, history, result = seed_script(folder)
     assert not model.static
+    assert model._adapter.converted == jit_ok  # mode 2: trained through to_static code
     assert history["loss"][-1][0] < 0.5 * history["loss"][0][0]
     assert result["acc_top1"] > 0.5
 
