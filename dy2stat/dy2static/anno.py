@@ -38,7 +38,13 @@ class Static(enum.Enum):
     DEFINED_VARS_IN = "Definitions: names defined on every path (must) / some path (may) before."
 
 
-Key = Basic | Static
+class Transform(enum.Enum):
+    """Keys a pass sets for a later pass (see dy2static/passes); values are documentation."""
+
+    EXTRA_TEST = "gast.expr: what a `for` loop checks before each iteration (break/return flags)."
+
+
+Key = Basic | Static | Transform
 
 _MISSING = object()
 

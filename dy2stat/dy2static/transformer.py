@@ -11,38 +11,54 @@ from dy2stat.dy2static import anno
 from dy2stat.dy2static.naming import Namer
 from dy2stat.dy2static.parser import SourceInfo
 
-_LOCATIONS = ("lineno", "col_offset", "end_lineno", "end_col_offset")
 _LOCATED = (gast.stmt, gast.expr, gast.excepthandler, gast.keyword, gast.arguments)
 
 
 @dataclasses.dataclass
 class Context:
-    """What every pass is given: the namer, and the user's function and its source."""
+    """What every pass is given: the namer, the user's function and its source, and the name
+    under which generated code reaches the runtime helpers (`_jst.convert_ifelse(...)`)."""
 
     namer: Namer
     source_info: SourceInfo | None = None
     fn: Callable | None = None
+    helpers: str = "_jst"
 
     @classmethod
     def for_function(
         cls, node: gast.AST, fn: Callable | None = None, source_info: SourceInfo | None = None
     ) -> Context:
-        return cls(Namer.for_function(node, fn), source_info, fn)
+        namer = Namer.for_function(node, fn)
+        helpers = "_jst" if "_jst" not in namer.reserved else namer.new("_jst")
+        namer.reserve([helpers])
+        return cls(namer, source_info, fn, helpers)
 
 
 def stamp(tree: gast.AST | list, source: gast.AST) -> None:
-    """Give every node of `tree` lacking an ORIGIN the origin and location of `source`."""
+    """Give every node of `tree` lacking an ORIGIN the origin and location of `source`.
+
+    A node that has an ORIGIN is the user's, or was stamped when it was made: so are the
+    nodes under it, which are not visited (stamping stays linear in the new nodes).
+    """
     info = anno.getanno(source, anno.Basic.ORIGIN, None)
-    nodes = tree if isinstance(tree, list) else [tree]
-    for root in nodes:
-        for node in gast.walk(root):
-            if not isinstance(node, _LOCATED) or anno.hasanno(node, anno.Basic.ORIGIN):
-                continue
-            if info is not None:
-                anno.setanno(node, anno.Basic.ORIGIN, info)
-            for attr in _LOCATIONS:
-                if getattr(node, attr, None) is None and getattr(source, attr, None) is not None:
-                    setattr(node, attr, getattr(source, attr))
+    todo = list(tree) if isinstance(tree, list) else [tree]
+    while todo:
+        node = todo.pop()
+        if anno.hasanno(node, anno.Basic.ORIGIN):
+            continue
+        todo.extend(gast.iter_child_nodes(node))
+        if not isinstance(node, _LOCATED):
+            continue
+        if info is not None:
+            anno.setanno(node, anno.Basic.ORIGIN, info)
+        if getattr(node, "lineno", None) is None and getattr(source, "lineno", None) is not None:
+            # One line: the source's first. (A generated call spanning a whole `if` would
+            # be reported at the `if`'s last line: Python puts a method call at the line
+            # where its attribute ends.)
+            node.lineno, node.col_offset = source.lineno, source.col_offset
+            node.end_lineno = source.lineno
+            single = getattr(source, "end_lineno", None) == source.lineno
+            node.end_col_offset = source.end_col_offset if single else source.col_offset
 
 
 class Base(gast.NodeTransformer):

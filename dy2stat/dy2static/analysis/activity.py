@@ -1,6 +1,7 @@
 """Activity analysis: which qualified names each statement and block reads and writes.
 
-Requires: nothing. Attaches: Static.SCOPE on every statement and on if/while tests,
+Requires: nothing (a `for` loop's EXTRA_TEST counts as read by its header). Attaches:
+Static.SCOPE on every statement and on if/while tests,
 BODY_SCOPE/ORELSE_SCOPE/FINALLY_SCOPE/COND_SCOPE/HEADER_SCOPE/ARGS_SCOPE on compound
 statements and functions, SCOPE on `arguments` (the parameters, written at entry), and
 Basic.QN on every Name/Attribute/Subscript that has a qualified name.
@@ -210,7 +211,11 @@ class _Analyzer(gast.NodeVisitor):
 
     def visit_For(self, node: gast.For) -> None:
         self._enter()
-        for part in (node.iter, node.target):
+        # A loop test added by a pass (break/return flags) is read with the iter, each time.
+        extra = anno.getanno(node, anno.Transform.EXTRA_TEST, None)
+        for part in (node.iter, node.target, extra):
+            if part is None:
+                continue
             self._enter()
             self.visit(part)
             anno.setanno(part, anno.Static.SCOPE, self._exit())
@@ -336,6 +341,13 @@ def node_scope(node: gast.AST) -> Scope:
     target is a node of its own), with/except/match headers their HEADER_SCOPE, anything
     else its SCOPE (KeyError if activity has not run)."""
     if isinstance(node, (gast.For, gast.AsyncFor)):
-        return anno.getanno(node.iter, anno.Static.SCOPE)
+        scope = anno.getanno(node.iter, anno.Static.SCOPE)
+        extra = anno.getanno(node, anno.Transform.EXTRA_TEST, None)
+        if extra is None:
+            return scope
+        merged = Scope()
+        scope.merge_into(merged)
+        anno.getanno(extra, anno.Static.SCOPE).merge_into(merged)
+        return merged
     key = anno.Static.HEADER_SCOPE if isinstance(node, _HEADERS) else anno.Static.SCOPE
     return anno.getanno(node, key)

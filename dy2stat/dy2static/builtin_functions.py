@@ -1,0 +1,97 @@
+"""`len`, `x.shape`, `int`/`float`/`bool`, `print` and `assert` on static values.
+
+Each helper is the builtin for anything that is not a static Variable. On a Variable,
+`len(x)` and `x.shape` give Python ints for known dims and 0-D int64 tensors for unknown ones
+(so code that reads the batch size keeps working with a -1 dim), casts are `cast` ops, and
+`print`/`assert` become ops that act when the program runs (where the runtime has them).
+"""
+
+from __future__ import annotations
+
+import builtins
+import warnings
+
+from dy2stat import ops
+from dy2stat.dy2static import values
+from dy2stat.dy2static.tensor_array import TensorArray
+from dy2stat.runtime.registry import OPS
+from dy2stat.static.builder import static_apply
+
+
+def convert_len(value):
+    """`len(value)`; for a static tensor its first dim (a tensor when unknown)."""
+    if isinstance(value, TensorArray):
+        return value.length()
+    if values.is_static(value):
+        if not value.shape:
+            raise TypeError("len() of a 0-D tensor")
+        n = value.shape[0]
+        return n if n >= 0 else ops.shape(value)[0]
+    return builtins.len(value)
+
+
+def convert_shape(value):
+    """`value.shape`; for a static tensor, unknown dims are 0-D int64 tensors."""
+    if not values.is_static(value):
+        return value.shape
+    dims = value.shape
+    if all(d >= 0 for d in dims):
+        return dims
+    full = ops.shape(value)
+    return [d if d >= 0 else full[i] for i, d in enumerate(dims)]
+
+
+_CASTS = {"int": ("int64", builtins.int), "float": ("float32", builtins.float),
+          "bool": ("bool", builtins.bool)}
+
+
+def convert_cast(value, kind: str):
+    """`int(value)`, `float(value)` or `bool(value)` (kind names the builtin)."""
+    dtype, builtin = _CASTS[kind]
+    if not values.is_static(value):
+        return builtin(value)
+    if kind == "bool":
+        return values.as_predicate(value)
+    return ops.cast(value, dtype)
+
+
+def convert_print(*args, sep=" ", end="\n", file=None, flush=False):
+    """`print(...)`; static tensors are printed by a `print` op when the program runs."""
+    if not any(values.is_static(a) for a in args):
+        print(*args, sep=sep, end=end, file=file, flush=flush)
+        return
+    op = OPS.get("print")
+    if op is not None and file is None:
+        static = [a for a in args if values.is_static(a)]
+        texts = [None if values.is_static(a) else str(a) for a in args]
+        static_apply(op, [static], {"texts": texts, "sep": sep, "end": end})
+        return
+    _warn_once("print", "print() of a static tensor shows its description while tracing; "
+               "its values are printed only where the runtime has a `print` op")
+    print(*args, sep=sep, end=end, file=file, flush=flush)
+
+
+def convert_assert(test, message=None):
+    """`assert test, message()`; a static test is checked by an `assert` op at run time."""
+    if not __debug__:
+        return
+    if not values.is_static(test):
+        if not test:
+            raise AssertionError(message()) if message is not None else AssertionError
+        return
+    op = OPS.get("assert")
+    text = str(message()) if message is not None else ""
+    if op is not None:
+        static_apply(op, [values.as_predicate(test)], {"message": text})
+        return
+    _warn_once("assert", "assert on a static tensor is not checked: the runtime has no "
+               "`assert` op")
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, text: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(text, stacklevel=3)

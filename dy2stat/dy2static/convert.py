@@ -1,0 +1,181 @@
+"""`convert_to_static(fn)`: the user's function rewritten so its control flow can be traced.
+
+    parse (gast, the user's lines) -> the passes in order (dy2static/passes) -> readable
+    source and a source map (`.code`) -> compiled from the tree itself, with the user's file
+    name and line numbers, inside a factory whose parameters are the function's free
+    variables (so the converted function shares the original's closure cells and globals).
+
+Translations are cached by code object, converted functions by function. `set_code_level`
+prints the code after each pass; `set_verbosity` logs what the converter does.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import os
+import sys
+import types
+import weakref
+from dataclasses import dataclass
+
+import gast
+
+from dy2stat.dy2static import (
+    convert_call_func,
+    convert_operators,
+    error_map,
+    origin,
+    parser,
+    templates,
+    transformer,
+)
+from dy2stat.dy2static.passes import PASSES
+from dy2stat.dy2static.undefined import UndefinedReturnValue
+
+_settings = {
+    "code_level": int(os.environ.get("DY2STAT_CODE_LEVEL", "0") or 0),
+    "verbosity": int(os.environ.get("DY2STAT_VERBOSITY", "0") or 0),
+}
+
+
+def set_code_level(level: int = 100) -> None:
+    """Print the converted code after each of the first `level` passes (0: never).
+
+    `len(PASSES)` or more prints the code after every pass; also `DY2STAT_CODE_LEVEL`.
+    """
+    _settings["code_level"] = int(level)
+
+
+def set_verbosity(level: int = 0) -> None:
+    """Log what the converter does (1: conversions and fallbacks; also DY2STAT_VERBOSITY).
+
+    At 3 and more, tracebacks keep the frames of the runtime helpers.
+    """
+    _settings["verbosity"] = int(level)
+
+
+def get_code_level() -> int:
+    return _settings["code_level"]
+
+
+def get_verbosity() -> int:
+    return _settings["verbosity"]
+
+
+def log(level: int, text: str) -> None:
+    """Print `text` to stderr when the verbosity is at least `level`."""
+    if _settings["verbosity"] >= level:
+        print(f"dy2stat: {text}", file=sys.stderr)
+
+
+@dataclass
+class Translation:
+    """What converting one code object gives."""
+
+    code: types.CodeType  # the converted function's code
+    source: str  # its readable source (what `.code` shows)
+    source_map: origin.SourceMap  # lines of `source` -> the user's origins
+    helpers: str  # the name of the free variable holding the helpers
+
+
+_translations: dict[types.CodeType, Translation] = {}
+_converted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_HELPERS = types.CellType(convert_operators)
+
+
+def convert_to_static(fn):
+    """The converted twin of `fn` (a function, method or lambda); the same object each time.
+
+    It takes the Python path for Python values and eager tensors (behaving as `fn`) and
+    builds cond/while ops for static Variables. Its `.code` is the converted source.
+    """
+    if isinstance(fn, types.MethodType):
+        return types.MethodType(convert_to_static(fn.__func__), fn.__self__)
+    fn = parser.unwrap(fn)
+    converted = _converted.get(fn) if isinstance(fn, types.FunctionType) else None
+    if converted is None:
+        translation = _translations.get(getattr(fn, "__code__", None)) or translate(fn)
+        converted = instantiate(translation, fn)
+        _converted[fn] = converted
+    return converted
+
+
+def translate(fn, passes=PASSES) -> Translation:
+    """Convert the source of `fn` with `passes` (cached by code object for the full list)."""
+    node, info = parser.parse_function(fn)
+    ctx = transformer.Context.for_function(node, fn, info)
+    if isinstance(node, gast.Lambda):
+        node = _as_def(node, ctx.namer.new("lambda"))
+    for index, step in enumerate(passes, 1):
+        node = step.transform(node, ctx)
+        if _settings["code_level"] >= index:
+            name = step.__name__.rpartition(".")[2]
+            print(f"# dy2stat: {fn.__qualname__} after pass {index} ({name}):\n"
+                  f"{parser.unparse(node)}", file=sys.stderr)
+    source, source_map = parser.unparse_with_source_map(node)
+    code = _compile(node, fn, info.filename, ctx.helpers)
+    error_map.register(code)
+    log(1, f"converted {fn.__qualname__} ({info.filename}:{info.lineno})")
+    translation = Translation(code, source, source_map, ctx.helpers)
+    if passes is PASSES:
+        _translations[fn.__code__] = translation
+    return translation
+
+
+def _as_def(node: gast.Lambda, name: str) -> gast.FunctionDef:
+    """`lambda args: body` as `def lambda_0(args): return body`, at the lambda's origin."""
+    (new,) = templates.replace("def name():\n    return body", name=name, body=node.body)
+    new.args = node.args
+    transformer.stamp(new, node)
+    return new
+
+
+def _compile(node: gast.FunctionDef, fn, filename: str, helpers: str) -> types.CodeType:
+    """The code of `node`, compiled inside `def factory(helpers, *free vars)` so that the
+    names the original reads from its closure stay free variables."""
+    params = [helpers, *fn.__code__.co_freevars]
+    # `global`: the def must not make its own name a closure variable (recursion reads the
+    # global), unless the original reads it from its closure too.
+    template = "def factory(params):\n    global name\n    function\n    return name"
+    if node.name in params:
+        template = template.replace("    global name\n", "")
+    factory = templates.replace(template, params=params, function=node, name=node.name)
+    tree = ast.fix_missing_locations(gast.gast_to_ast(gast.Module(factory, [])))
+    module = compile(tree, filename, "exec", dont_inherit=True)
+    (factory_code,) = [c for c in module.co_consts if isinstance(c, types.CodeType)]
+    return next(c for c in factory_code.co_consts
+                if isinstance(c, types.CodeType) and c.co_name == node.name)
+
+
+def instantiate(translation: Translation, fn) -> types.FunctionType:
+    """A function running `translation` with the globals, closure and defaults of `fn`."""
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    cells[translation.helpers] = _HELPERS
+    closure = tuple(cells[name] for name in translation.code.co_freevars)
+    inner = types.FunctionType(translation.code, fn.__globals__, fn.__name__, fn.__defaults__,
+                               closure)
+    inner.__kwdefaults__ = fn.__kwdefaults__
+    inner.__qualname__ = fn.__qualname__
+
+    @functools.wraps(fn)
+    def converted(*args, **kwargs):
+        try:
+            result = inner(*args, **kwargs)
+        except Exception as e:
+            # The same exception object, re-raised: its cause and context stay as they are.
+            raise error_map.map_error(e, keep_frames=_settings["verbosity"] >= 3)  # noqa: B904
+        if type(result) is UndefinedReturnValue:
+            return None
+        return result
+
+    converted.code = translation.source
+    converted.__code_text__ = translation.source
+    converted.source_map = translation.source_map
+    converted.__dy2static_converted__ = True
+    return converted
+
+
+# convert_call converts the functions converted code calls; it needs us, we need it.
+convert_call_func.convert_function = convert_to_static
+convert_call_func.log = log

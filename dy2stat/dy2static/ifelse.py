@@ -1,0 +1,221 @@
+"""`if`/`elif`/`else` and conditional expressions at run time: Python, or a `cond` op.
+
+Generated code hands over the branches as closures that assign the enclosing function's
+variables (`nonlocal`), and `get_state`/`set_state` functions that read and assign the
+variables the branches change (their *state*: `names`). A Python predicate runs one branch,
+exactly as the original code. A static predicate traces both branches into the blocks of a
+`cond` op, restoring the state in between, and binds the state to the op's outputs.
+"""
+
+from __future__ import annotations
+
+from dy2stat.dy2static import values
+from dy2stat.dy2static.errors import Dy2StaticError
+from dy2stat.dy2static.undefined import Undefined, UndefinedReturnValue
+from dy2stat.static import control_flow, nest
+
+
+class BranchMismatchError(Dy2StaticError, TypeError):
+    """The branches of a tensor-dependent `if` leave a variable with different types."""
+
+
+class _Replan(Exception):
+    """The true branch must yield something else for one slot: trace both branches again."""
+
+    def __init__(self, slot: int, plan) -> None:
+        super().__init__(slot)
+        self.slot, self.plan = slot, plan
+
+
+_OUTPUT = object()  # a slot's value after the `if` is the cond op's output
+_EXPRESSION = ("the conditional expression",)
+
+
+def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, names=()):
+    """`true_fn()` if `pred` else `false_fn()`; a `cond` op when `pred` is static.
+
+    With `get_state` the branches are statements that change the state; without, they are
+    the two expressions of `a if pred else b` and the chosen value is returned.
+    """
+    if not values.is_static(pred):
+        return true_fn() if pred else false_fn()
+    where = values.caller_location()
+    pred = values.as_predicate(pred)
+    if get_state is not None:
+        _static_if(pred, true_fn, false_fn, get_state, set_state, names, where)
+        return None
+    box = [Undefined("value")]
+
+    def branch(fn):
+        return lambda: box.__setitem__(0, fn())
+
+    _static_if(pred, branch(true_fn), branch(false_fn), lambda: (box[0],),
+               lambda state: box.__setitem__(0, state[0]), _EXPRESSION, where)
+    return box[0]
+
+
+def _static_if(pred, true_fn, false_fn, get_state, set_state, names, where) -> None:
+    init = list(get_state())
+    program = values.current_program()
+    first_block = len(program.blocks)
+    plans: dict[int, tuple] = {}
+    while True:
+        try:
+            _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, plans)
+            return
+        except _Replan as replan:
+            del program.blocks[first_block:]
+            if replan.slot in plans:
+                raise RuntimeError(
+                    f"cond: cannot settle the type of {names[replan.slot]}") from None
+            plans[replan.slot] = replan.plan
+
+
+def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, plans) -> None:
+    seen: dict[str, list] = {}
+
+    def run_true():
+        seen["true_entry"] = values.snapshot(init)
+        seen["true_marks"] = [_mark(v) for v in seen["true_entry"]]
+        set_state(seen["true_entry"])
+        true_fn()
+        seen["true"] = list(get_state())
+        seen["yield"] = [_true_yield(i, t, plans) for i, t in enumerate(seen["true"])]
+        return seen["yield"]
+
+    def run_false():
+        seen["false_entry"] = values.snapshot(init)
+        false_marks = [_mark(v) for v in seen["false_entry"]]
+        set_state(seen["false_entry"])
+        false_fn()
+        out, results = [], []
+        for i, f in enumerate(get_state()):
+            slot = _Slot(i, names[i], where, seen["true"][i], seen["yield"][i], f)
+            unchanged = _same(_mark(slot.t), seen["true_marks"][i]) and \
+                _same(_mark(f), false_marks[i])
+            fy, result = slot.merge()
+            out.append(fy)
+            results.append(init[i] if unchanged and result is _OUTPUT else result)
+        seen["results"] = results
+        return out
+
+    outs = control_flow.cond(pred, run_true, run_false)
+    set_state([o if r is _OUTPUT else r for o, r in zip(outs, seen["results"])])
+
+
+def _mark(value):
+    """What tells that a branch left a value as it was (None: cannot tell, e.g. a list that
+    may have been appended to in place)."""
+    if values.is_static(value):
+        return ("variable", value.name)  # x[i] = v rebinds the Variable's name in place
+    if isinstance(value, (list, dict, tuple)) or hasattr(type(value), "snapshot"):
+        return None
+    return ("object", id(value))
+
+
+def _same(mark, entry_mark) -> bool:
+    return entry_mark is not None and mark == entry_mark
+
+
+def _true_yield(i: int, t, plans: dict):
+    plan = plans.get(i)
+    if plan is not None:
+        kind, spec = plan
+        if kind == "dtype":
+            return values.constant(t, spec)
+        return nest.pack_as(spec, [values.placeholder(leaf) for leaf in nest.flatten(spec)])
+    return t if values.is_tensor_like(t) else None
+
+
+class _Slot:
+    """One state variable after both branches ran: what the false branch yields, and its
+    value after the `if` (_OUTPUT: the op's output)."""
+
+    def __init__(self, index, name, where, t, ty, f) -> None:
+        self.index, self.name, self.where = index, name, where
+        self.t, self.ty, self.f = t, ty, f
+
+    def merge(self):
+        t, ty, f = self.t, self.ty, self.f
+        if ty is not None:
+            if values.is_tensor_like(f):
+                return self._match(ty, f), _OUTPUT
+            if isinstance(f, (Undefined, UndefinedReturnValue)):
+                fy = nest.pack_as(ty, [values.placeholder(v) for v in nest.flatten(ty)])
+                if isinstance(f, UndefinedReturnValue):
+                    return fy, _OUTPUT
+                return fy, self._undefined("true")
+            raise self._mismatch(f"{values.describe(t)} in the true branch but "
+                                 f"{values.describe(f)} in the false branch")
+        if f is t:
+            return None, t
+        if isinstance(t, UndefinedReturnValue):
+            if values.is_tensor_like(f):  # the true branch must yield a placeholder too
+                spec = nest.pack_as(f, [values.Spec.of(v) for v in nest.flatten(f)])
+                raise _Replan(self.index, ("placeholder", spec))
+            return None, f
+        if isinstance(f, UndefinedReturnValue):
+            return None, t
+        if isinstance(t, Undefined):
+            return None, f if isinstance(f, Undefined) else self._undefined("false")
+        if isinstance(f, Undefined):
+            return None, self._undefined("true")
+        if not values.is_tensor_like(f) and _same_python_value(t, f):
+            return None, t
+        raise self._mismatch(f"{values.describe(t)} in the true branch but "
+                             f"{values.describe(f)} in the false branch")
+
+    def _match(self, ty, f):
+        """What the false branch yields for `f`, after checking it against `ty`."""
+        if not nest.same_structure(ty, f):
+            raise self._mismatch(f"{values.describe(ty)} in the true branch but "
+                                 f"{values.describe(f)} in the false branch")
+        leaves = []
+        for a, b in zip(nest.flatten(ty), nest.flatten(f)):
+            da, db = values.dtype_of(a), values.dtype_of(b)
+            a_number, b_number = values.is_number(a), values.is_number(b)
+            if a_number and b_number and da != db:
+                common = values.promote(da, db)
+                if common != da:
+                    self._replan_dtype(ty, common)
+                leaves.append(values.constant(b, common))
+            elif a_number and not b_number and da != db:
+                self._replan_dtype(ty, db)
+            elif b_number and not a_number:
+                leaves.append(values.constant(b, da))
+            elif da != db or len(values.shape_of(a)) != len(values.shape_of(b)):
+                raise self._mismatch(f"{values.describe(a)} in the true branch but "
+                                     f"{values.describe(b)} in the false branch")
+            else:
+                leaves.append(b)
+        return nest.pack_as(f, leaves)
+
+    def _replan_dtype(self, ty, dtype):
+        if not values.is_number(ty):
+            raise self._mismatch("a number in one branch and a tensor of another dtype in "
+                                 "the other (inside a list or tuple)")
+        raise _Replan(self.index, ("dtype", dtype))
+
+    def _undefined(self, branch: str) -> Undefined:
+        filename, lineno, _ = self.where
+        return Undefined(
+            self.name,
+            f"the tensor-dependent `if` at {filename}:{lineno} assigns it only in its "
+            f"{branch} branch",
+            self.where,
+        )
+
+    def _mismatch(self, what: str) -> BranchMismatchError:
+        label = self.name if " " in self.name else f"'{self.name}'"
+        return BranchMismatchError(
+            f"{label} is {what} of this tensor-dependent `if`; both branches must give it "
+            "the same type (tensors of one dtype and rank, or the same Python value)",
+            *self.where,
+        )
+
+
+def _same_python_value(a, b) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:
+        return False

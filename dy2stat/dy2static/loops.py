@@ -1,0 +1,215 @@
+"""`while` and `for` at run time: Python loops, or a `while` op.
+
+Generated code hands over the test and the body as closures over the enclosing function's
+variables, and `get_state`/`set_state` for the variables the loop carries (`names`). As long
+as the test is a Python value the loop runs in Python, exactly as the original. When the test
+becomes a static Variable -- at the first check or in the middle of the loop, say after a
+tensor-dependent `break` -- the remaining iterations become one `while` op that starts from
+the current state.
+"""
+
+from __future__ import annotations
+
+from dy2stat.dy2static import sequences, values
+from dy2stat.dy2static.errors import Dy2StaticError
+from dy2stat.dy2static.tensor_array import TensorArray
+from dy2stat.dy2static.undefined import Undefined, UndefinedReturnValue, is_undefined
+from dy2stat.static import control_flow, framework, nest
+
+
+class LoopVariableError(Dy2StaticError, TypeError):
+    """A variable a tensor-dependent loop carries cannot be carried as it is."""
+
+
+class _Restart(Exception):
+    """A carried Python number must enter the loop with another dtype: build it again."""
+
+    def __init__(self, slot: int, dtype) -> None:
+        super().__init__(slot)
+        self.slot, self.dtype = slot, dtype
+
+
+def convert_while_loop(test, body, get_state=None, set_state=None, names=()):
+    """`while test(): body()`; a `while` op from the first check whose result is static."""
+    while True:
+        pred = test()
+        if values.is_static(pred):
+            _static_while(test, body, get_state, set_state, names, values.caller_location())
+            return
+        if not pred:
+            return
+        body()
+
+
+def convert_for_loop(iterable, extra_test, body, get_state=None, set_state=None, names=()):
+    """`for item in iterable: body(item)` while `extra_test()` (break/return flags) holds.
+
+    A static iterable (a Variable, a tensor array, range/enumerate/zip of them) is walked by
+    a `while` op; a Python one in Python, until `extra_test` turns static.
+    """
+    where = values.caller_location()
+    if sequences.is_static_iterable(iterable):
+        _static_for(sequences.as_sequence(iterable), extra_test, body, get_state, set_state,
+                    names, where)
+        return
+    consumed = 0
+    iterator = iter(iterable)
+    while True:
+        if extra_test is not None:
+            ok = extra_test()
+            if values.is_static(ok):
+                rest = sequences.rest_of(iterable, consumed, iterator)
+                if rest is not None:
+                    _static_for(rest, extra_test, body, get_state, set_state, names, where)
+                return
+            if not ok:
+                return
+        try:
+            item = next(iterator)
+        except StopIteration:
+            return
+        consumed += 1
+        body(item)
+
+
+def _static_for(seq, extra_test, body, get_state, set_state, names, where) -> None:
+    length = seq.length()
+    index = [values.constant(0)]  # a Variable from the start: the loop is a while op
+
+    def test():
+        more = index[0] < length
+        if extra_test is None:
+            return more
+        ok = extra_test()
+        if not values.is_static(ok):
+            return more if ok else False
+        return more & values.as_predicate(ok)
+
+    def loop_body():
+        i = index[0]
+        body(seq.item(i))
+        index[0] = i + 1
+
+    def get():
+        return (index[0], *get_state())
+
+    def set_(state):
+        index[0] = state[0]
+        set_state(state[1:])
+
+    _static_while(test, loop_body, get, set_, ("the loop index", *names), where)
+
+
+def _static_while(test, body, get_state, set_state, names, where) -> None:
+    init = list(get_state())
+    program = values.current_program()
+    first_block = len(program.blocks)
+    init = _prepare(init, body, get_state, set_state, names, where, program)
+    while True:
+        try:
+            final = _build(test, body, get_state, set_state, names, where, init)
+            break
+        except _Restart as restart:
+            del program.blocks[first_block:]
+            init[restart.slot] = values.constant(init[restart.slot], restart.dtype)
+    set_state(final)
+
+
+def _prepare(init, body, get_state, set_state, names, where, program) -> list:
+    """Entry values that a while op can carry: placeholders for values the body defines
+    first, tensor arrays for lists the body grows (both learnt from a trial of the body)."""
+    if not any(is_undefined(v) or isinstance(v, list) for v in init):
+        return init
+    after = _trial(body, get_state, set_state, init, program)
+    prepared = list(init)
+    for i, (before, now) in enumerate(zip(init, after)):
+        if is_undefined(before) and values.is_tensor_like(now):
+            prepared[i] = nest.pack_as(now, [values.placeholder(v) for v in nest.flatten(now)])
+        elif isinstance(before, list) and isinstance(now, list) and len(now) != len(before):
+            if before:
+                prepared[i] = TensorArray.from_list(before)
+            else:
+                spec = values.Spec.of(now[0])
+                prepared[i] = TensorArray.empty(spec.shape, spec.dtype)
+    return prepared
+
+
+def _trial(body, get_state, set_state, init, program) -> list:
+    """The state after one iteration of the body, traced into a block that is then dropped."""
+    first_block = len(program.blocks)
+    block = program.create_block(framework.current_block().idx)
+    try:
+        with framework.block_guard(block):
+            set_state(values.snapshot(init))
+            body()
+            return list(get_state())
+    finally:
+        del program.blocks[first_block:]
+        set_state(init)
+
+
+def _build(test, body, get_state, set_state, names, where, init) -> list:
+    carried = [i for i, v in enumerate(init)
+               if values.is_tensor_like(v) or isinstance(v, TensorArray)]
+    arrays = {i for i in carried if isinstance(init[i], TensorArray)}
+
+    def state_from(loop_vars):
+        state = list(init)
+        for i, v in zip(carried, loop_vars):
+            state[i] = TensorArray(v) if i in arrays else v
+        return state
+
+    def loop_vars_of(state):
+        return [state[i].buffer if i in arrays else state[i] for i in carried]
+
+    def cond_fn(*loop_vars):
+        set_state(state_from(loop_vars))
+        pred = test()
+        return values.as_predicate(pred) if values.is_static(pred) else bool(pred)
+
+    def body_fn(*loop_vars):
+        entry = state_from(loop_vars)
+        set_state(entry)
+        body()
+        state = list(get_state())
+        for i, (before, now) in enumerate(zip(entry, state)):
+            _check_carried(i, names[i], init[i], before, now, i in carried, where)
+        return loop_vars_of(state)
+
+    outs = control_flow.while_loop(cond_fn, body_fn, loop_vars_of(init))
+    return state_from(outs)
+
+
+def _check_carried(i, name, initial, before, now, carried, where) -> None:
+    label = name if " " in name else f"'{name}'"
+    if not carried:
+        if now is before or (is_undefined(before) and is_undefined(now)):
+            return
+        raise LoopVariableError(
+            f"{label} is {values.describe(before)} before this tensor-dependent loop and "
+            f"{values.describe(now)} after an iteration; such a loop can only change "
+            "tensors, numbers and lists of them", *where)
+    if isinstance(before, TensorArray):
+        return
+    if not values.is_tensor_like(now):
+        what = "has no value" if isinstance(now, (Undefined, UndefinedReturnValue)) \
+            else f"becomes {values.describe(now)}"
+        raise LoopVariableError(f"{label} {what} in the body of this tensor-dependent loop",
+                                *where)
+    if not nest.same_structure(before, now):
+        raise LoopVariableError(
+            f"{label} is {values.describe(before)} before this tensor-dependent loop and "
+            f"{values.describe(now)} after an iteration", *where)
+    for a, b in zip(nest.flatten(before), nest.flatten(now)):
+        da, db = values.dtype_of(a), values.dtype_of(b)
+        if da != db:
+            if values.is_number(initial):
+                raise _Restart(i, values.promote(values.dtype_of(initial), db))
+            raise LoopVariableError(
+                f"{label} changes dtype from {da} to {db} in the body of this "
+                "tensor-dependent loop; give it its final dtype before the loop "
+                f"(e.g. with .astype('{db}'))", *where)
+        if len(values.shape_of(a)) != len(values.shape_of(b)):
+            raise LoopVariableError(
+                f"{label} changes rank from {values.shape_of(a)} to {values.shape_of(b)} in "
+                "the body of this tensor-dependent loop", *where)

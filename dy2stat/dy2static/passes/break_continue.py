@@ -1,0 +1,62 @@
+"""`break` and `continue` -> flags.
+
+    while test:                     break_0 = False
+        a                           while not break_0 and test:
+        if c:                  ->       continue_0 = False
+            continue                    a
+        b                               if c:
+        if d:                               continue_0 = True
+            break                       if not continue_0:
+        e                                   b
+    else:                                   if d:
+        f                                       break_0 = True
+                                            if not break_0:
+                                                e
+                                    if not break_0:
+                                        f
+
+A `for` loop gets its break flag as an EXTRA_TEST annotation (the control-flow pass hands it
+to the loop helper). A loop's `else` moves after the loop. Requires: nothing.
+"""
+
+from __future__ import annotations
+
+import gast
+
+from dy2stat.dy2static import templates, transformer
+from dy2stat.dy2static.passes import jumps
+
+
+class _Loops(transformer.Base):
+    def visit_While(self, node: gast.While | gast.For):
+        self.generic_visit(node)  # inner loops first: their jumps are theirs
+        if jumps.contains_in_body(node, gast.Continue):
+            flag = self.new_name("continue")
+            body = jumps.rewrite(node.body, gast.Continue, flag, _setter(flag), False)
+            node.body = templates.replace("flag = False", flag=flag) + body
+        before, after = [], node.orelse
+        if jumps.contains_in_body(node, gast.Break):
+            flag = self.new_name("break")
+            node.body = jumps.rewrite(node.body, gast.Break, flag, _setter(flag), False)
+            jumps.add_loop_test(node, flag)
+            before = templates.replace("flag = False", flag=flag)
+            if node.orelse:
+                after = templates.replace("if not flag:\n    orelse", flag=flag,
+                                          orelse=node.orelse)
+        node.orelse = []
+        return [*before, node, *after]
+
+    visit_For = visit_While
+
+
+def _setter(flag: str):
+    def replace(jump: gast.stmt) -> list:
+        new = templates.replace("flag = True", flag=flag)
+        transformer.stamp(new, jump)
+        return new
+
+    return replace
+
+
+def transform(node: gast.AST, ctx) -> gast.AST:
+    return _Loops(ctx).visit(node)

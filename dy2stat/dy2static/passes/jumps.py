@@ -1,0 +1,75 @@
+"""What the break/continue and return passes share: finding jumps, and guarding the
+statements after one with `if not flag:`."""
+
+from __future__ import annotations
+
+import gast
+
+from dy2stat.dy2static import anno, templates, transformer
+
+_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
+_LOOPS = (gast.While, gast.For, gast.AsyncFor)
+
+
+def contains(node: gast.AST, kind: type, enter_loops: bool) -> bool:
+    """Whether `node` (a statement) is or holds a `kind` jump of this function/loop."""
+    if isinstance(node, kind):
+        return True
+    if isinstance(node, _SCOPES) or (not enter_loops and isinstance(node, _LOOPS)):
+        return False
+    return any(contains(c, kind, enter_loops) for c in gast.iter_child_nodes(node)
+               if isinstance(c, (gast.stmt, gast.excepthandler)))
+
+
+def rewrite(stmts: list, kind: type, flag: str, replace, enter_loops: bool) -> list:
+    """`stmts` with each `kind` jump replaced by `replace(jump)` (statements that set
+    `flag`), and the statements after anything that may jump wrapped in `if not flag:`."""
+    out: list = []
+    for i, stmt in enumerate(stmts):
+        if isinstance(stmt, kind):
+            out.extend(replace(stmt))
+            return out  # the rest of the block is unreachable
+        if not contains(stmt, kind, enter_loops):
+            out.append(stmt)
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            if isinstance(getattr(stmt, field, None), list):
+                setattr(stmt, field, rewrite(getattr(stmt, field), kind, flag, replace,
+                                             enter_loops))
+        for handler in getattr(stmt, "handlers", []):
+            handler.body = rewrite(handler.body, kind, flag, replace, enter_loops)
+        out.append(stmt)
+        rest = rewrite(stmts[i + 1:], kind, flag, replace, enter_loops)
+        if rest:
+            guard = templates.replace("if not flag:\n    rest", flag=flag, rest=rest)
+            transformer.stamp(guard, rest[0])
+            out.extend(guard)
+        return out
+    return out
+
+
+def add_loop_test(loop: gast.While | gast.For, flag: str) -> None:
+    """Make `loop` stop once `flag` is set: `while not flag and test`, or for a `for` loop
+    an EXTRA_TEST checked before each iteration."""
+    if isinstance(loop, gast.While):
+        loop.test = templates.replace_as_expression("not flag and test", flag=flag,
+                                                    test=loop.test)
+        transformer.stamp(loop.test, loop)
+        return
+    extra = anno.getanno(loop, anno.Transform.EXTRA_TEST, None)
+    if extra is None:
+        test = templates.replace_as_expression("not flag", flag=flag)
+    else:
+        test = templates.replace_as_expression("not flag and extra", flag=flag, extra=extra)
+    transformer.stamp(test, loop)
+    anno.setanno(loop, anno.Transform.EXTRA_TEST, test)
+
+
+def contains_in_body(loop: gast.While | gast.For, kind: type) -> bool:
+    """Whether the body of `loop` holds a `kind` jump of its own (not of an inner loop)."""
+    return any(contains(stmt, kind, False) for stmt in loop.body)
+
+
+def contains_in_body_deep(loop: gast.While | gast.For, kind: type) -> bool:
+    """Whether the body of `loop` or of a loop inside it holds a `kind` jump (a return)."""
+    return any(contains(stmt, kind, True) for stmt in loop.body)

@@ -1,0 +1,107 @@
+"""A Python list carried through a static loop: its elements stacked in one tensor.
+
+`out = []; for ... : out.append(y)` in a tensor-dependent loop cannot keep a Python list:
+the number of iterations is only known when the program runs. At the loop the list becomes a
+TensorArray, whose `buffer` (shape [n, *element_shape]) is an ordinary carried value; append,
+pop, indexing, len() and `d2s.stack`/`d2s.concat` of it work as they do on the list.
+"""
+
+from __future__ import annotations
+
+from dy2stat import ops
+from dy2stat.dy2static.values import constant
+from dy2stat.static.variable import Variable
+
+
+class TensorArray:
+    """A list of same-shaped tensors, held stacked; methods mirror list's."""
+
+    __slots__ = ("buffer",)
+
+    def __init__(self, buffer) -> None:
+        self.buffer = buffer
+
+    @classmethod
+    def from_list(cls, items: list) -> TensorArray:
+        """The array of `items` (tensors or numbers of one shape and dtype)."""
+        return cls(ops.stack([_as_tensor(v) for v in items]))
+
+    @classmethod
+    def empty(cls, element_shape, dtype) -> TensorArray:
+        """An empty array of elements with this (fully known) shape and dtype."""
+        if any(d < 0 for d in element_shape):
+            raise ValueError(
+                "a list that starts empty and is appended to in a tensor-dependent loop "
+                f"needs elements of a known shape, got {list(element_shape)}; start the "
+                "list with its first element instead of []"
+            )
+        return cls(constant(0, dtype, [0, *element_shape]))
+
+    def snapshot(self) -> TensorArray:
+        """A copy that later appends to this array do not change."""
+        buffer = self.buffer
+        if isinstance(buffer, Variable):
+            buffer = Variable(buffer.block, buffer.name)
+        return TensorArray(buffer)
+
+    @property
+    def dtype(self):
+        return self.buffer.dtype
+
+    def length(self):
+        """The number of elements: a Python int when known, else a 0-D int64 tensor."""
+        n = self.buffer.shape[0]
+        return n if n >= 0 else ops.shape(self.buffer)[0]
+
+    def append(self, value) -> None:
+        value = ops.cast(_as_tensor(value), self.buffer.dtype)
+        self.buffer = ops.concat([self.buffer, ops.unsqueeze(value, 0)])
+
+    def pop(self, index: int = -1):
+        if index not in (0, -1):
+            raise ValueError("a tensor array can only pop its first or last element")
+        value = self.buffer[index]
+        self.buffer = self.buffer[1:] if index == 0 else self.buffer[:-1]
+        return value
+
+    def __getitem__(self, index):
+        return self.buffer[index]
+
+    def __iter__(self):
+        # Indexing never runs out (the length is only known at run time): no implicit
+        # iteration. A `for` loop in converted code walks the array with a while op.
+        raise TypeError("a tensor array cannot be iterated in Python; use it in a for loop "
+                        "of converted code, or d2s.stack it")
+
+    def __setitem__(self, index, value) -> None:
+        self.buffer[index] = value
+
+    def stack(self, axis: int = 0):
+        """`d2s.stack(list, axis)` of the elements."""
+        if axis == 0:
+            return self.buffer
+        ndim = self.buffer.ndim
+        axis = axis % ndim
+        perm = list(range(1, ndim))
+        perm.insert(axis, 0)
+        return ops.transpose(self.buffer, perm)
+
+    def concat(self, axis: int = 0):
+        """`d2s.concat(list, axis=0)` of the elements."""
+        if axis != 0:
+            raise ValueError("d2s.concat of a tensor array supports axis=0 only")
+        rest = self.buffer.shape[2:]
+        if any(d < 0 for d in rest):
+            raise ValueError("d2s.concat of a tensor array needs element shapes known past dim 0")
+        return ops.reshape(self.buffer, [-1, *rest])
+
+    def __repr__(self) -> str:
+        return f"TensorArray({self.buffer!r})"
+
+
+def _as_tensor(value):
+    return constant(value) if isinstance(value, (bool, int, float)) else value
+
+
+# d2s functions that take a list and accept a tensor array in its place.
+LIST_FUNCTIONS = {ops.stack: TensorArray.stack, ops.concat: TensorArray.concat}
