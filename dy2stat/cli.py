@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import ast
+import copy
 import importlib.util
 import json
 import os
@@ -10,11 +12,17 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
+import types
 
+import gast
 import numpy as np
 
 import dy2stat
 from dy2stat import demo, program_view
+from dy2stat.dy2static import origin, parser, transformer
+from dy2stat.dy2static.errors import Dy2StaticError
+from dy2stat.dy2static.passes import PASSES
 from dy2stat.runtime import serialize
 from dy2stat.static import InputSpec
 
@@ -25,6 +33,155 @@ class UserError(Exception):
 
 def _demo(args) -> int:
     return demo.main(args)
+
+
+# ------------------------------------------------------------------- transpile
+# Decorators that mark a function for conversion: `@to_static`, `@declarative`, with or
+# without a module path (`@d2s.jit.to_static`) or arguments (`@to_static(input_spec=...)`).
+_MARKERS = ("to_static", "declarative")
+# The module the generated code reaches as `_jst` (what convert.py binds it to).
+_HELPERS_MODULE = "dy2stat.dy2static.convert_operators"
+
+
+def _transpile(args) -> int:
+    path = args.model
+    source = _read_source(path)
+    try:
+        tree = gast.parse(source, filename=path)
+    except SyntaxError as exc:
+        raise UserError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+    chosen = _choose_functions(tree, path, args.function)
+    lines = source.splitlines(keepends=True)
+    scope = types.SimpleNamespace(__globals__=dict.fromkeys(_module_names(tree)))
+    converted = [(qualname, node, *_convert(node, path, lines, scope))
+                 for qualname, node in chosen]
+    if args.output is None:
+        for qualname, node, code, _ in converted:
+            print(f"# {path}:{node.lineno}  {qualname}\n{code}")
+        return 0
+    with open(args.output, "w", encoding="utf-8") as f:
+        f.write(_standalone_module(tree, source, lines, converted, path))
+    print(f"wrote {args.output} ({len(converted)} converted: "
+          f"{', '.join(q for q, *_ in converted)})", file=sys.stderr)
+    return 0
+
+
+def _read_source(path: str) -> str:
+    if not os.path.isfile(path):
+        raise UserError(f"{path}: no such file")
+    try:
+        with open(path, "rb") as f:
+            return importlib.util.decode_source(f.read())
+    except (OSError, UnicodeDecodeError, SyntaxError) as exc:
+        raise UserError(f"{path}: cannot read it as Python source ({exc})") from None
+
+
+def _is_marker(decorator: gast.expr) -> bool:
+    target = decorator.func if isinstance(decorator, gast.Call) else decorator
+    name = target.attr if isinstance(target, gast.Attribute) else getattr(target, "id", None)
+    return name in _MARKERS
+
+
+def _definitions(body, prefix: str = ""):
+    """(qualified name, def) of the module's functions and of its classes' methods."""
+    for node in body:
+        if isinstance(node, gast.FunctionDef):
+            yield prefix + node.name, node
+        elif isinstance(node, gast.ClassDef):
+            yield from _definitions(node.body, f"{prefix}{node.name}.")
+
+
+def _choose_functions(tree, path: str, name: str | None) -> list:
+    defs = list(_definitions(tree.body))
+    if name is None:
+        marked = [(q, n) for q, n in defs if any(map(_is_marker, n.decorator_list))]
+        if not marked:
+            raise UserError(f"{path}: no function marked with @to_static or @declarative "
+                            "(name one with --function NAME)")
+        return marked
+    chosen = [(q, n) for q, n in defs if q in (name, f"{name}.forward")]
+    if not chosen:
+        known = ", ".join(q for q, _ in defs[:8]) + (", ..." if len(defs) > 8 else "")
+        raise UserError(f"{path}: no function, method or Layer class named {name!r} "
+                        f"(defined here: {known or 'none'})")
+    return chosen[:1]
+
+
+def _module_names(tree) -> set[str]:
+    """The names the module binds at its top level: what its functions see as globals."""
+    names = set()
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef)):
+            names.add(node.name)
+            names.update(n for s in gast.walk(node) if isinstance(s, gast.Global)
+                         for n in s.names)
+            continue
+        if isinstance(node, gast.Name) and not isinstance(node.ctx, gast.Load):
+            names.add(node.id)
+        elif isinstance(node, gast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+        if not isinstance(node, gast.Lambda):
+            todo.extend(gast.iter_child_nodes(node))
+    return names
+
+
+def _convert(node, path: str, lines: list[str], scope) -> tuple[str, str]:
+    """(converted source, the name it gives the helpers module) of one def, from the AST:
+    the passes of `convert.translate`, run on the def as the file has it."""
+    node = copy.deepcopy(node)
+    node.decorator_list = []
+    origin.resolve(node, path, 0, lines, node.name)
+    info = parser.SourceInfo(path, node.lineno, "".join(lines[node.lineno - 1:node.end_lineno]),
+                             lines, node.name)
+    ctx = transformer.Context.for_function(node, scope, info)
+    try:
+        for step in PASSES:
+            node = step.transform(node, ctx)
+    except Dy2StaticError as exc:
+        where = f"{exc.filename or path}:{exc.lineno}" if exc.lineno else path
+        problem = " ".join(exc.problem.split()).rstrip(".")
+        advice = f". {exc.advice}" if exc.advice else ""
+        raise UserError(f"{where}: {problem}{advice}") from None
+    return parser.unparse(node), ctx.helpers
+
+
+def _standalone_module(tree, source: str, lines: list[str], converted, path: str) -> str:
+    """The module's source with each converted def in place of the original (marking
+    decorators dropped, others kept) and the import of the helpers the code calls."""
+    lines = list(lines)
+    for _, node, code, _ in sorted(converted, key=lambda c: -c[1].lineno):
+        indent = lines[node.lineno - 1][:node.col_offset]
+        kept = [f"@{ast.get_source_segment(source, d)}\n" for d in node.decorator_list
+                if not _is_marker(d)]
+        first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        new = textwrap.indent("".join(kept) + code, indent)
+        if not lines[node.end_lineno - 1].endswith("\n"):  # the def ends the file
+            new = new.rstrip("\n")
+        lines[first - 1:node.end_lineno] = [new]
+    helpers = sorted({name for *_, name in converted})
+    header = [f"# Written by `dy2stat transpile {os.path.basename(path)}`: the marked functions "
+              "are replaced by their converted code.\n"]
+    package, _, module = _HELPERS_MODULE.rpartition(".")
+    header += [f"from {package} import {module} as {name}\n" for name in helpers]
+    at = _import_position(tree)
+    lines[at:at] = header
+    return "".join(lines)
+
+
+def _import_position(tree) -> int:
+    """The line after the module docstring and `from __future__` imports (0-based index)."""
+    at = 0
+    for index, stmt in enumerate(tree.body):
+        docstring = (index == 0 and isinstance(stmt, gast.Expr)
+                     and isinstance(stmt.value, gast.Constant)
+                     and isinstance(stmt.value.value, str))
+        if docstring or (isinstance(stmt, gast.ImportFrom) and stmt.module == "__future__"):
+            at = stmt.end_lineno
+        else:
+            break
+    return at
 
 
 # ---------------------------------------------------------------------- export
@@ -108,6 +265,11 @@ def _instantiate(obj, path, name):
 # --------------------------------------------------------------------- inspect
 def _inspect(args) -> int:
     program, feeds, fetches, params = _load(args.path)
+    dot_program = shutil.which("dot") if args.svg else None
+    if args.svg and dot_program is None:
+        raise UserError(
+            "--svg needs the Graphviz 'dot' program, which is not installed "
+            "(Debian/Ubuntu: apt-get install graphviz; macOS: brew install graphviz)")
     if args.format == "json":
         print(serialize.program_to_json(program, feeds, fetches))
     elif args.format == "dot":
@@ -115,11 +277,6 @@ def _inspect(args) -> int:
     else:
         print(program_view.text(program, feeds, fetches, params))
     if args.svg:
-        dot_program = shutil.which("dot")
-        if dot_program is None:
-            raise UserError(
-                "--svg needs the Graphviz 'dot' program, which is not installed "
-                "(Debian/Ubuntu: apt-get install graphviz; macOS: brew install graphviz)")
         result = subprocess.run([dot_program, "-Tsvg", "-o", args.svg],
                                 input=program_view.dot(program, feeds, fetches),
                                 text=True, capture_output=True)
@@ -202,6 +359,20 @@ def build_parser() -> argparse.ArgumentParser:
     demo_cmd.add_argument("--steps", type=int, default=200, help="training steps (default 200)")
     demo_cmd.set_defaults(run=_demo)
 
+    transpile_cmd = commands.add_parser(
+        "transpile", help="show the converted code of a model file, or write it as a module",
+        description="Convert the functions and Layer forwards of MODEL.py marked with "
+                    "@to_static / @declarative (or the one named by --function) and print "
+                    "the generated code; with -o, write a module that runs on its own and "
+                    "gives the same results as MODEL.py. The file is parsed, not imported.")
+    transpile_cmd.add_argument("model", metavar="MODEL.py")
+    transpile_cmd.add_argument("-o", "--output", metavar="OUT.py",
+                               help="write MODEL.py with the marked functions converted")
+    transpile_cmd.add_argument("--function", metavar="NAME",
+                               help="convert only NAME: a function, Class.method, or a Layer "
+                                    "class (its forward), marked or not")
+    transpile_cmd.set_defaults(run=_transpile)
+
     inspect_cmd = commands.add_parser(
         "inspect", help="show a saved program", description="Show a program saved by jit.save.")
     inspect_cmd.add_argument("path", help="the path prefix given to jit.save (no .json)")
@@ -231,6 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
     export_cmd.add_argument("-o", "--output", required=True, metavar="PATH",
                             help="path prefix: writes PATH.json and PATH.safetensors")
     export_cmd.set_defaults(run=_export)
+
     return parser
 
 

@@ -18,14 +18,15 @@ def to_tensor(data, dtype=None, stop_gradient: bool = True, place=None) -> Tenso
     """A Tensor from a Python scalar or list, a NumPy/CuPy array or a Tensor.
 
     Python floats become float32 and ints int64; arrays keep their dtype
-    unless ``dtype`` is given.
+    unless ``dtype`` is given. The result lives on ``place`` when given;
+    otherwise a CuPy array (or a GPU tensor) stays on its GPU and anything
+    else goes to the current device. The data is always copied.
     """
     if state.static:
         raise RuntimeError(
             "to_tensor is eager-only; in static mode use static.data(...) for inputs "
             "or a creation function (full, zeros, ...) for constants"
         )
-    xp = device.current.xp if place is None else _module_for(place)
     if isinstance(data, Tensor):
         array = data._data
     elif isinstance(data, np.ndarray) or (
@@ -42,25 +43,27 @@ def to_tensor(data, dtype=None, stop_gradient: bool = True, place=None) -> Tenso
         array = array.astype(dtypes.as_dtype(dtype, where="to_tensor"))
     elif array.dtype not in dtypes.ALL:
         raise TypeError(f"to_tensor: unsupported dtype {array.dtype}")
-    array = xp.asarray(array)
+    if place is not None:
+        array = device.move(array, place, "to_tensor")
+    elif backend.array_module(array) is np:
+        array = device.current.xp.asarray(array)
     if array is getattr(data, "_data", data):
-        array = array.copy()
+        array = _copy(array)
     return Tensor(array, stop_gradient=stop_gradient)
+
+
+def _copy(array):
+    """A copy on the array's own device (CuPy copies to the current device)."""
+    if backend.array_module(array) is np:
+        return array.copy()
+    with array.device:
+        return array.copy()
 
 
 def _has_numpy_floats(data) -> bool:
     return isinstance(data, np.floating) or (
         isinstance(data, (list, tuple)) and any(isinstance(v, np.float64) for v in data)
     )
-
-
-def _module_for(place):
-    name = str(place).lower()
-    if name.startswith("gpu"):
-        if not backend.has_cupy():
-            raise RuntimeError(f"to_tensor: place {place!r} needs CuPy, which is not installed")
-        return backend.cupy
-    return np
 
 
 def full(shape, fill_value, dtype=None):

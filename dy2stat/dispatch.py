@@ -78,6 +78,8 @@ def apply(op_type: str, *inputs, **attrs):
         out = op.kernel(xp, *arrays, **attrs)
     except Exception as exc:
         raise _explain(op, arrays, attrs, exc) from exc
+    if not op.outputs:  # effects only (print, assert)
+        return ()
     record = requires_grad and state.grad_enabled and op.grad is not None
     if len(op.outputs) == 1 and not op.outputs[0].variadic:
         result = Tensor(out, stop_gradient=not record)
@@ -109,7 +111,8 @@ def binary(op_type: str):
             ty = type(y)
             if ty is Tensor:
                 b = y._data
-                fast = a.dtype is b.dtype and (y.stop_gradient or not state.grad_enabled)
+                fast = (a.dtype is b.dtype and type(b) is np.ndarray
+                        and (y.stop_gradient or not state.grad_enabled))
             elif ty is float:
                 b, fast = y, a.dtype.kind == "f"
             elif ty is int:
@@ -204,14 +207,24 @@ def _check_dtype(op, arrays):
 
 
 def _array_module(op, arrays):
-    modules = {backend.array_module(a) for a in arrays if hasattr(a, "dtype")}
-    if len(modules) > 1:
-        devices = sorted({device.device_of(a) for a in arrays if hasattr(a, "dtype")})
-        raise ValueError(
-            f"{op.type}: inputs live on different devices ({' and '.join(devices)}); "
-            "move them with .to(...) first"
-        )
-    return modules.pop() if modules else device.current.xp
+    """The module of the array inputs (numpy or cupy); inputs on two devices are an error."""
+    found = None
+    for a in _arrays_in(arrays):
+        xp = backend.array_module(a)
+        if found is None:
+            found, first = xp, a
+        elif xp is not found or (xp is not np and a.data.device_id != first.data.device_id):
+            raise device.mixed_devices_error(
+                op.type, [device.device_of(v) for v in _arrays_in(arrays)])
+    return found if found is not None else device.current.xp
+
+
+def _arrays_in(arrays):
+    for a in arrays:
+        if isinstance(a, list):
+            yield from (v for v in a if hasattr(v, "dtype"))
+        elif hasattr(a, "dtype"):
+            yield a
 
 
 def _meta(a):

@@ -204,11 +204,28 @@ mm = matmul
 def _shape_list(shape):
     if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
         shape = shape[0]
-    return [int(d) for d in shape]
+    return list(shape)
 
 
 def reshape(x, shape):
-    return apply("reshape", x, shape=[int(d) for d in shape])
+    return apply("reshape", x, shape=_static_dims(shape, "reshape"))
+
+
+def _static_dims(shape, where) -> list:
+    """Dims as ints; a dim given as a tensor (an unknown size, as ``x.shape[0]`` is
+    in converted code) becomes -1, which reshape infers from the element count."""
+    dims, unknown = [], 0
+    for d in shape:
+        if getattr(d, "is_static", False):
+            dims.append(-1)
+            unknown += 1
+        else:
+            dims.append(int(d))
+    if unknown and dims.count(-1) > 1:
+        raise ValueError(
+            f"{where}: {dims.count(-1)} dims of {list(shape)} are unknown until the program "
+            "runs; at most one may be (-1)")
+    return dims
 
 
 def transpose(x, perm):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dy2stat import device as _device
 from dy2stat.kernels import backend
 from dy2stat.kernels.backend import to_host
 from dy2stat.mode import state
@@ -138,24 +139,14 @@ class Tensor:
     # --------------------------------------------------------------- device
     def to(self, device: str) -> Tensor:
         """A copy on ``"cpu"`` or ``"gpu"``/``"gpu:N"`` (the same tensor if already there)."""
-        name = str(device).lower()
-        if name == "cpu":
-            data = to_host(self._data)
-        elif name.startswith("gpu"):
-            if not backend.has_cupy():
-                raise RuntimeError(f"to({device!r}): CuPy is not installed")
-            index = int(name.partition(":")[2] or 0)
-            with backend.cupy.cuda.Device(index):
-                data = backend.cupy.asarray(self._data)
-        else:
-            raise ValueError(f"to: bad device {device!r} (use 'cpu' or 'gpu')")
+        data = _device.move(self._data, device, "to")
         if data is self._data:
             return self
-        result = Tensor(data, self.stop_gradient)
-        return result
+        return Tensor(data, self.stop_gradient)
 
     def cpu(self) -> Tensor:
         return self.to("cpu")
 
-    def cuda(self, index: int = 0) -> Tensor:
-        return self.to(f"gpu:{index}")
+    def cuda(self, index: int | None = None) -> Tensor:
+        """A copy on GPU ``index`` (default: the current GPU)."""
+        return self.to("gpu" if index is None else f"gpu:{int(index)}")

@@ -42,6 +42,7 @@ class Transform(enum.Enum):
     """Keys a pass sets for a later pass (see dy2static/passes); values are documentation."""
 
     EXTRA_TEST = "gast.expr: what a `for` loop checks before each iteration (break/return flags)."
+    RETURN_VALUE = "str: on a function, the variable the return pass keeps its return value in."
 
 
 Key = Basic | Static | Transform

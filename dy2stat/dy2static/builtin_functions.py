@@ -14,6 +14,7 @@ import warnings
 from dy2stat import ops
 from dy2stat.dy2static import values
 from dy2stat.dy2static.tensor_array import TensorArray
+from dy2stat.mode import state
 from dy2stat.runtime.registry import OPS
 from dy2stat.static.builder import static_apply
 
@@ -57,7 +58,7 @@ def convert_cast(value, kind: str):
 
 def convert_print(*args, sep=" ", end="\n", file=None, flush=False):
     """`print(...)`; static tensors are printed by a `print` op when the program runs."""
-    if not any(values.is_static(a) for a in args):
+    if not any(values.is_static(a) for a in args) and not (state.static and file is None):
         print(*args, sep=sep, end=end, file=file, flush=flush)
         return
     op = OPS.get("print")

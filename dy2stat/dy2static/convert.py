@@ -30,8 +30,9 @@ from dy2stat.dy2static import (
     templates,
     transformer,
 )
+from dy2stat.dy2static.errors import ConversionError
 from dy2stat.dy2static.passes import PASSES
-from dy2stat.dy2static.undefined import UndefinedReturnValue
+from dy2stat.dy2static.undefined import Undefined, UndefinedReturnValue
 
 _settings = {
     "code_level": int(os.environ.get("DY2STAT_CODE_LEVEL", "0") or 0),
@@ -108,9 +109,16 @@ def translate(fn, passes=PASSES) -> Translation:
     if isinstance(node, gast.Lambda):
         node = _as_def(node, ctx.namer.new("lambda"))
     for index, step in enumerate(passes, 1):
-        node = step.transform(node, ctx)
+        name = step.__name__.rpartition(".")[2]
+        try:
+            node = step.transform(node, ctx)
+        except ConversionError:
+            raise
+        except Exception as e:  # a bug of ours: say where it struck
+            _add_note(e, f"dy2stat: in pass {name}, converting {fn.__qualname__} "
+                         f"({info.filename}:{info.lineno})")
+            raise
         if _settings["code_level"] >= index:
-            name = step.__name__.rpartition(".")[2]
             print(f"# dy2stat: {fn.__qualname__} after pass {index} ({name}):\n"
                   f"{parser.unparse(node)}", file=sys.stderr)
     source, source_map = parser.unparse_with_source_map(node)
@@ -121,6 +129,11 @@ def translate(fn, passes=PASSES) -> Translation:
     if passes is PASSES:
         _translations[fn.__code__] = translation
     return translation
+
+
+def _add_note(error: BaseException, text: str) -> None:
+    if hasattr(error, "add_note"):
+        error.add_note(text)
 
 
 def _as_def(node: gast.Lambda, name: str) -> gast.FunctionDef:
@@ -167,6 +180,10 @@ def instantiate(translation: Translation, fn) -> types.FunctionType:
             raise error_map.map_error(e, keep_frames=_settings["verbosity"] >= 3)  # noqa: B904
         if type(result) is UndefinedReturnValue:
             return None
+        # Returning a name that has no value raises, as Python's `return y` would.
+        for value in result if type(result) in (tuple, list) else (result,):
+            if type(value) is Undefined:
+                raise value.error()
         return result
 
     converted.code = translation.source

@@ -31,8 +31,8 @@ _LIBRARIES = tuple(
 convert_function = None
 log = None
 
-_converted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_unconvertible: weakref.WeakSet = weakref.WeakSet()
+# function -> what calls of it call (its converted twin, or itself)
+_called: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def not_to_static(fn):
@@ -77,22 +77,26 @@ def convert_call(fn):
 
 
 def _function(fn: types.FunctionType):
+    if getattr(fn, NOT_TO_STATIC, False):
+        return fn
+    called = _called.get(fn)
+    if called is None:
+        called = _decide(fn)
+        _called[fn] = called
+    return called
+
+
+def _decide(fn: types.FunctionType):
+    """What a call of `fn` calls: its converted twin, or `fn` when it stays as it is."""
     if fn.__code__ in error_map.converted_codes:  # defined inside converted code
         return fn
-    if fn in _unconvertible or getattr(fn, NOT_TO_STATIC, False) or _is_library(fn):
+    if _is_library(fn) or inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn):
         return fn
-    if inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn):
+    try:
+        return convert_function(fn)
+    except ConversionError as e:
+        log(1, f"calling {fn.__qualname__} unconverted: {e}")
         return fn
-    converted = _converted.get(fn)
-    if converted is None:
-        try:
-            converted = convert_function(fn)
-        except ConversionError as e:
-            log(1, f"calling {fn.__qualname__} unconverted: {e}")
-            _unconvertible.add(fn)
-            return fn
-        _converted[fn] = converted
-    return converted
 
 
 def _is_library(obj) -> bool:

@@ -31,17 +31,19 @@ _OUTPUT = object()  # a slot's value after the `if` is the cond op's output
 _EXPRESSION = ("the conditional expression",)
 
 
-def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, names=()):
+def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, names=None):
     """`true_fn()` if `pred` else `false_fn()`; a `cond` op when `pred` is static.
 
-    With `get_state` the branches are statements that change the state; without, they are
-    the two expressions of `a if pred else b` and the chosen value is returned.
+    With `names` (the state's names; get/set_state are None when there is no state) the
+    branches are statements; without, they are the two expressions of `a if pred else b`
+    and the chosen value is returned.
     """
     if not values.is_static(pred):
         return true_fn() if pred else false_fn()
     where = values.caller_location()
     pred = values.as_predicate(pred)
-    if get_state is not None:
+    if names is not None:
+        get_state, set_state = values.state_accessors(get_state, set_state)
         _static_if(pred, true_fn, false_fn, get_state, set_state, names, where)
         return None
     box = [Undefined("value")]
@@ -207,9 +209,14 @@ class _Slot:
 
     def _mismatch(self, what: str) -> BranchMismatchError:
         label = self.name if " " in self.name else f"'{self.name}'"
+        hint = ""
+        if self.t is None or self.f is None:
+            hint = ("; a function that returns a tensor on one path must return one on "
+                    "every path" if label.startswith("the return value") else
+                    "; give it a tensor before the `if`, or in both branches")
         return BranchMismatchError(
             f"{label} is {what} of this tensor-dependent `if`; both branches must give it "
-            "the same type (tensors of one dtype and rank, or the same Python value)",
+            f"the same type (tensors of one dtype and rank, or the same Python value){hint}",
             *self.where,
         )
 

@@ -34,6 +34,7 @@ def convert_while_loop(test, body, get_state=None, set_state=None, names=()):
     while True:
         pred = test()
         if values.is_static(pred):
+            get_state, set_state = values.state_accessors(get_state, set_state)
             _static_while(test, body, get_state, set_state, names, values.caller_location())
             return
         if not pred:
@@ -48,6 +49,7 @@ def convert_for_loop(iterable, extra_test, body, get_state=None, set_state=None,
     a `while` op; a Python one in Python, until `extra_test` turns static.
     """
     where = values.caller_location()
+    get_state, set_state = values.state_accessors(get_state, set_state)
     if sequences.is_static_iterable(iterable):
         _static_for(sequences.as_sequence(iterable), extra_test, body, get_state, set_state,
                     names, where)
@@ -154,8 +156,10 @@ def _build(test, body, get_state, set_state, names, where, init) -> list:
     arrays = {i for i in carried if isinstance(init[i], TensorArray)}
 
     def state_from(loop_vars):
+        # Copies: `x[i] = v` in the body rebinds a Variable in place, and while_loop reads
+        # its arguments' names after tracing the body.
         state = list(init)
-        for i, v in zip(carried, loop_vars):
+        for i, v in zip(carried, values.snapshot(list(loop_vars))):
             state[i] = TensorArray(v) if i in arrays else v
         return state
 

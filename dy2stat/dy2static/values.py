@@ -131,6 +131,13 @@ def placeholder(like):
     return constant(0, spec.dtype, [d if d >= 0 else 1 for d in spec.shape])
 
 
+def state_accessors(get_state, set_state):
+    """The state functions generated code passed, or ones for no state (None, None)."""
+    if get_state is None:
+        return (lambda: ()), (lambda state: None)
+    return get_state, set_state
+
+
 def current_program():
     return framework.current_block().program
 

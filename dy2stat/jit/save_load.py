@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 from dy2stat.creation import to_tensor
@@ -27,10 +28,41 @@ def static_function_of(obj, input_spec=None) -> StaticFunction:
     raise TypeError(f"jit.save: cannot save a {type(obj).__name__}")
 
 
+def with_layer_hooks(function: StaticFunction, layer: Layer) -> StaticFunction:
+    """``function`` (a layer's converted forward) traced together with the layer's own
+    forward pre-/post-hooks, as ``layer(*inputs)`` runs them.
+
+    Calling a converted layer runs its own hooks eagerly around the program; a
+    saved program has to contain them.
+    """
+    if not (layer._forward_pre_hooks or layer._forward_post_hooks):
+        return function
+
+    @functools.wraps(function.dygraph_function)
+    def call_with_hooks(self, *inputs):
+        saved = self.__dict__.get("forward", _MISSING)
+        self.__dict__["forward"] = function  # traced inline (converted) while tracing
+        try:
+            return Layer.__call__(self, *inputs)
+        finally:
+            if saved is _MISSING:
+                del self.__dict__["forward"]
+            else:
+                self.__dict__["forward"] = saved
+
+    return StaticFunction(call_with_hooks, function._input_spec, instance=layer,
+                          convert_source=False)
+
+
+_MISSING = object()
+
+
 def save(layer_or_function, path: str, input_spec=None) -> None:
     """Write ``{path}.json`` (the inference program) and ``{path}.safetensors``."""
     function = static_function_of(layer_or_function, input_spec)
     layer = layer_or_function if isinstance(layer_or_function, Layer) else None
+    if layer is not None:
+        function = with_layer_hooks(function, layer)
     was_training = layer.training if layer is not None else None
     if layer is not None:
         layer.eval()

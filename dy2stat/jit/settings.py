@@ -27,6 +27,7 @@ def enable_to_static(flag: bool) -> None:
 def set_verbosity(level: int = 0) -> None:
     """1: log why a call retraces; 2: also log every traced program."""
     state.verbosity = int(level)
+    _convert.set_verbosity(level)
     if level > 0 and not log.handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("dy2stat: %(message)s"))
@@ -51,10 +52,12 @@ def converted_code(function) -> str:
 def log_retrace(name: str, old_key, new_key) -> None:
     if state.verbosity < 1:
         return
-    (old_args, old_training), (new_args, new_training) = old_key, new_key
+    (old_args, old_training, old_hooks), (new_args, new_training, new_hooks) = old_key, new_key
     reasons = []
     if old_training != new_training:
         reasons.append(f"train/eval mode changed ({old_training} -> {new_training})")
+    if old_hooks != new_hooks:
+        reasons.append("forward hooks of a sublayer were registered or removed")
     old, new = dict(old_args), dict(new_args)
     for arg in new:
         if arg not in old:

@@ -54,6 +54,7 @@ class StaticFunction:
         self._cache: dict = {}
         self._last_key = None
         self._bound: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._param_names = None  # the function's parameter names (computed once)
         functools.update_wrapper(self, function)
 
     # ---------------------------------------------------------- descriptor
@@ -109,7 +110,7 @@ class StaticFunction:
         for name in sorted(kwargs):
             parts.append((name, self._describe(name, kwargs[name], None, tensors)))
         training = getattr(self._instance, "training", None)
-        return (tuple(parts), training), tensors
+        return (tuple(parts), training, _hook_ids(self._instance)), tensors
 
     def _describe(self, name, value, spec, tensors):
         if isinstance(value, Tensor):
@@ -119,9 +120,10 @@ class StaticFunction:
                     raise ValueError(
                         f"{self.__name__}: argument {name!r} contradicts its input_spec: {problem}")
                 tensors.append(value)
-                return ("tensor", spec.shape, str(spec.dtype))
+                return ("tensor", spec.shape, spec.dtype)
             tensors.append(value)
-            return ("tensor", tuple(value.shape), str(value.dtype))
+            data = value._data
+            return ("tensor", data.shape, data.dtype)
         if isinstance(value, (list, tuple)):
             return (type(value).__name__, tuple(
                 self._describe(f"{name}[{i}]", v, None, tensors) for i, v in enumerate(value)))
@@ -135,13 +137,18 @@ class StaticFunction:
             return ("object", id(value))
 
     def _argument_names(self, count):
-        try:
-            params = list(inspect.signature(self._function).parameters)
-        except (TypeError, ValueError):
-            params = []
-        if self._instance is not None and params:
-            params = params[1:]
-        return [params[i] if i < len(params) else f"arg{i}" for i in range(count)]
+        params = self._param_names
+        if params is None:
+            try:
+                params = list(inspect.signature(self._function).parameters)
+            except (TypeError, ValueError):
+                params = []
+            if self._instance is not None and params:
+                params = params[1:]
+            self._param_names = params
+        if count <= len(params):
+            return params[:count]
+        return params + [f"arg{i}" for i in range(len(params), count)]
 
     # -------------------------------------------------------------- tracing
     def _trace(self, args, kwargs) -> ConcreteProgram:
@@ -257,6 +264,29 @@ def _as_specs(input_spec) -> list:
         else:
             raise TypeError(f"input_spec items must be InputSpec or Tensor, not {type(s).__name__}")
     return specs
+
+
+def _hook_ids(layer) -> tuple:
+    """The ids of the forward hooks registered on the sublayers of ``layer``.
+
+    Hooks of sublayers run inside the traced program, so registering or removing
+    one must retrace. (The layer's own hooks run around the call, outside it.)
+    """
+    sub_layers = getattr(layer, "_sub_layers", None)
+    if not sub_layers:
+        return ()
+    ids, seen, stack = [], set(), list(sub_layers.values())
+    while stack:
+        sub = stack.pop()
+        if sub is None or id(sub) in seen:
+            continue
+        seen.add(id(sub))
+        if sub._forward_pre_hooks:
+            ids.extend(sub._forward_pre_hooks)
+        if sub._forward_post_hooks:
+            ids.extend(-1 - i for i in sub._forward_post_hooks)
+        stack.extend(sub._sub_layers.values())
+    return tuple(ids)
 
 
 def _zeros(spec: InputSpec):

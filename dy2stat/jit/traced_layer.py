@@ -25,6 +25,7 @@ class TracedLayer:
         specs = [InputSpec.from_tensor(x) for x in inputs]
         function = StaticFunction(type(layer).forward, specs, instance=layer,
                                   convert_source=False)
+        function = save_load.with_layer_hooks(function, layer)  # as layer(*inputs) runs
         outputs = function(*inputs)
         return outputs, TracedLayer(function, function.concrete_program)
 

@@ -126,6 +126,7 @@ def _trace_loop(cond, body, loop_vars, initial, arg_shapes, cond_block, body_blo
         block.ops.clear()
         block.vars.clear()
     cond_args = _declare_args(cond_block, initial, arg_shapes)
+    cond_arg_names = [v.name for v in cond_args]
     with framework.block_guard(cond_block):
         pred = cond(*nest.pack_as(list(loop_vars), cond_args))
         if not isinstance(pred, Variable):
@@ -133,6 +134,8 @@ def _trace_loop(cond, body, loop_vars, initial, arg_shapes, cond_block, body_blo
                                                      "dtype": "bool"})
     _check_predicate(pred, "while_loop")
     body_args = _declare_args(body_block, initial, arg_shapes)
+    # Names now: the body may rebind its argument Variables (``x[i] = v``).
+    body_arg_names = [v.name for v in body_args]
     with framework.block_guard(body_block):
         result = _as_list(body(*nest.pack_as(list(loop_vars), body_args)), loop_vars)
         flat = nest.flatten(result)
@@ -142,7 +145,7 @@ def _trace_loop(cond, body, loop_vars, initial, arg_shapes, cond_block, body_blo
                 f"{len(initial)} loop variables"
             )
         body_flat = _as_variables(body_block, flat, "while_loop")
-    return pred, body_flat, [v.name for v in cond_args], [v.name for v in body_args]
+    return pred, body_flat, cond_arg_names, body_arg_names
 
 
 def _leaf_names(what: str, structure) -> list[str]:

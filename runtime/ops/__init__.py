@@ -3,6 +3,8 @@
 from dy2stat.runtime.ops import (  # noqa: F401
     control_flow,
     creation,
+    debug,
+    fused,
     manipulation,
     math,
     nn,

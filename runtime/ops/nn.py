@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 
+from dy2stat.kernels import cudnn
 from dy2stat.kernels import nn as nnk
 from dy2stat.runtime import dtypes, shapes
 from dy2stat.runtime.registry import Meta, defop
@@ -158,6 +159,40 @@ defop(
     doc="The gradient of cross_entropy with respect to Logits.",
 )
 
+# ------------------------------------------------- backend-specific kernels
+
+# Faster kernels for one array module, tried before the generic kernel; one
+# returning NotImplemented (cuDNN missing, a dtype or case it cannot take)
+# hands the call to the generic kernel.
+BACKEND_KERNELS = {
+    "cupy": {
+        "conv2d": cudnn.conv2d,
+        "conv2d_grad_input": cudnn.conv2d_grad_input,
+        "conv2d_grad_filter": cudnn.conv2d_grad_filter,
+        "max_pool2d": cudnn.max_pool2d,
+        "max_pool2d_grad": cudnn.max_pool2d_grad,
+        "avg_pool2d": cudnn.avg_pool2d,
+        "avg_pool2d_grad": cudnn.avg_pool2d_grad,
+    },
+}
+
+
+def _by_backend(op, generic):
+    """The kernel of ``op``: the array module's own from BACKEND_KERNELS, else ``generic``."""
+
+    def kernel(xp, *arrays, **attrs):
+        fast = BACKEND_KERNELS.get(xp.__name__, {}).get(op)
+        if fast is not None:
+            out = fast(xp, *arrays, **attrs)
+            if out is not NotImplemented:
+                return out
+        return generic(xp, *arrays, **attrs)
+
+    kernel.__name__ = kernel.__qualname__ = getattr(generic, "__name__", op)
+    kernel.__doc__ = generic.__doc__
+    return kernel
+
+
 # --------------------------------------------------------------------- conv2d
 
 _CONV_ATTRS = {"stride": [1, 1], "padding": [0, 0], "dilation": [1, 1], "groups": 1}
@@ -269,7 +304,7 @@ defop(
     "conv2d",
     inputs=("X", "Filter"),
     attrs=_CONV_ATTRS,
-    kernel=nnk.conv2d,
+    kernel=_by_backend("conv2d", nnk.conv2d),
     infer=_conv2d_infer,
     grad=_conv2d_grad,
     dtypes=dtypes.FLOATS,
@@ -280,7 +315,7 @@ defop(
     "conv2d_grad_input",
     inputs=("X", "Filter", "DOut"),
     attrs=_CONV_ATTRS,
-    kernel=nnk.conv2d_grad_input,
+    kernel=_by_backend("conv2d_grad_input", nnk.conv2d_grad_input),
     infer=_conv2d_grad_input_infer,
     grad=_conv2d_grad_input_grad,
     no_grad=("X",),
@@ -292,7 +327,7 @@ defop(
     "conv2d_grad_filter",
     inputs=("X", "DOut", "Filter"),
     attrs=_CONV_ATTRS,
-    kernel=nnk.conv2d_grad_filter,
+    kernel=_by_backend("conv2d_grad_filter", nnk.conv2d_grad_filter),
     infer=_conv2d_grad_filter_infer,
     grad=_conv2d_grad_filter_grad,
     no_grad=("Filter",),
@@ -396,7 +431,7 @@ def _avg_pool_grad_grad(e, ins, outs, douts, attrs, need):
 defop(
     "max_pool2d",
     attrs=_POOL_ATTRS,
-    kernel=_pool_kernel(nnk.max_pool2d, "max_pool2d"),
+    kernel=_pool_kernel(_by_backend("max_pool2d", nnk.max_pool2d), "max_pool2d"),
     infer=_max_pool_infer,
     grad=_max_pool_grad,
     dtypes=dtypes.NUMERIC,
@@ -406,7 +441,7 @@ defop(
     "max_pool2d_grad",
     inputs=("X", "Out", "DOut"),
     attrs=_POOL_ATTRS,
-    kernel=_pool_kernel(nnk.max_pool2d_grad, "max_pool2d_grad"),
+    kernel=_pool_kernel(_by_backend("max_pool2d_grad", nnk.max_pool2d_grad), "max_pool2d_grad"),
     infer=_max_pool_grad_infer,
     no_grad=("X", "Out"),
     dtypes=dtypes.FLOATS,
@@ -415,7 +450,7 @@ defop(
 defop(
     "avg_pool2d",
     attrs=_AVG_ATTRS,
-    kernel=_pool_kernel(nnk.avg_pool2d, "avg_pool2d"),
+    kernel=_pool_kernel(_by_backend("avg_pool2d", nnk.avg_pool2d), "avg_pool2d"),
     infer=_avg_pool_infer,
     grad=_avg_pool_grad,
     dtypes=dtypes.FLOATS,
@@ -425,7 +460,7 @@ defop(
     "avg_pool2d_grad",
     inputs=("X", "DOut"),
     attrs=_AVG_ATTRS,
-    kernel=_pool_kernel(nnk.avg_pool2d_grad, "avg_pool2d_grad"),
+    kernel=_pool_kernel(_by_backend("avg_pool2d_grad", nnk.avg_pool2d_grad), "avg_pool2d_grad"),
     infer=_avg_pool_grad_infer,
     grad=_avg_pool_grad_grad,
     no_grad=("X",),

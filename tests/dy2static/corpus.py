@@ -1637,3 +1637,127 @@ def loop_local_defined_in_branch(x, n):
             step = x
         acc = acc + step
     return acc
+
+
+CALLS = 0
+
+
+@case((POS, True), (POS, False), ops=(), static=False)
+def global_assigned_in_branch(x, count):
+    global CALLS
+    if count:
+        CALLS = CALLS + 1
+    for _ in range(2):
+        CALLS += 1
+    return x * 0 + 1
+
+
+@case((POS, i64(3)), (NEG, i64(0)), ops={"while"})
+def setitem_in_tensor_loop(x, n):
+    y = x * 1
+    for _ in range(n):
+        y[0] = y[0] + 1
+    return y
+
+
+class Cell:
+    def __init__(self):
+        self.h = None
+
+    def run(self, v, n):
+        self.h = v * 0
+        for _ in range(n):
+            self.h = self.h + v
+        return self.h
+
+
+@case((POS, i64(3)), (NEG, i64(1)), ops={"while"})
+def attribute_carried_by_tensor_loop(x, n):
+    return Cell().run(x, n)
+
+
+@case(M2, M2 * 3, ops={"while"})
+def enumerate_target_used_after_loop(x):
+    idx = -1
+    row = x[0]
+    for idx, row in enumerate(x):
+        pass
+    return idx, row
+
+
+@case((POS, i64(3)), (NEG, i64(3)), ops={"while", "cond"})
+def ifexp_in_while_test(x, n):
+    i = 0
+    while i < n if x.sum() > 0 else i < 1:
+        x = x + 1
+        i += 1
+    return x
+
+
+@case((POS, i64(3)), (NEG, i64(2)), ops={"while", "cond"})
+def early_return_in_nested_tensor_loops(x, n):
+    for i in range(n):
+        for j in range(n):
+            if (x * (i * j)).sum() > 10:
+                return x * i
+    return x * 0
+
+
+@case((POS, i64(3)), (POS, i64(0)), ops={"while"})
+def try_in_tensor_loop(x, n):
+    s = x * 0
+    for _ in range(n):
+        try:
+            s = s + x
+        except ValueError:
+            s = s - x
+    return s
+
+
+@case((POS, i64(4)), (NEG, i64(2)), ops={"while", "cond"})
+def with_in_tensor_loop(x, n):
+    s = x * 0
+    for _ in range(n):
+        with d2s.no_grad():
+            if s.sum() < 5:
+                s = s + x
+    return s
+
+
+@case((POS, i64(2)), (POS, i64(0)), ops={"while"})
+def while_else_tensor_test(x, n):
+    i = 0
+    while i < n:
+        x = x + 1
+        i += 1
+    else:
+        x = x * 2
+    return x
+
+
+@case(POS, NEG, ops={"cond"})
+def walrus_in_if_test(x):
+    if (s := x.sum()) > 0:
+        y = x + s
+    else:
+        y = x - s
+    return y
+
+
+@case(POS, NEG, ops={"cond"})
+def class_defined_inside(x):
+    class Helper:
+        def go(self, v):
+            if v.sum() > 0:
+                return v * 3
+            return v
+
+    return Helper().go(x)
+
+
+@case((POS, i64(3)), (POS, i64(1)), ops={"while"})
+def fixed_length_list_carried(x, n):
+    pair = [x, x * 2]
+    for _ in range(n):
+        pair = [pair[1], pair[0] + pair[1]]
+    return pair[0]

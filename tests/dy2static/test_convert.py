@@ -301,3 +301,15 @@ def test_enable_to_static_false_runs_the_original(value):
                                    if_python_number_compare(x, value).numpy())
     finally:
         jit.enable_to_static(True)
+
+
+def test_globals_assigned_in_branches_and_loops_are_assigned_as_in_python():
+    from tests.dy2static import corpus
+
+    converted = convert_to_static(corpus.global_assigned_in_branch)
+    x = d2s.to_tensor([1.0])
+    before = corpus.CALLS
+    corpus.global_assigned_in_branch(x, True)
+    converted(x, True)
+    converted(x, False)
+    assert corpus.CALLS == before + 3 + 3 + 2

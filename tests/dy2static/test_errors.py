@@ -227,16 +227,6 @@ async def coroutine(x):
     return x
 
 
-COUNTER = 0
-
-
-def assigns_global_in_branch(x):
-    global COUNTER
-    if x.sum() > 0:
-        COUNTER = COUNTER + 1
-    return x
-
-
 def return_in_finally(x):
     try:
         y = x + 1  # noqa: F841
@@ -253,7 +243,6 @@ def walrus_in_while(x):
 @pytest.mark.parametrize("fn, text, construct", [
     (generator, "yield x * i", "yield"),
     (coroutine, "async def coroutine", "async"),
-    (assigns_global_in_branch, "COUNTER = COUNTER + 1", "global"),
     (return_in_finally, "return x", "finally"),
     (walrus_in_while, "while (n := x.sum())", ":="),
 ])
@@ -333,3 +322,31 @@ def calls_python_only(x):
 def test_a_tensor_used_as_a_bool_where_conversion_cannot_reach_is_a_clear_error():
     with pytest.raises(TypeError, match="to_static"):
         trace(calls_python_only, [3])
+
+
+def returns_none_on_one_path(x):
+    if x.sum() > 100:
+        return
+    return x + 1
+
+
+def test_returning_none_on_one_tensor_path_names_the_return_value():
+    with pytest.raises(jst.BranchMismatchError) as info:
+        trace(returns_none_on_one_path, [3])
+    message = str(info.value)
+    assert "the return value" in message and "None" in message
+    assert "must return one on every path" in message
+    assert info.value.filename == HERE
+
+
+def returns_maybe_undefined(x):
+    if x.sum() > 0:
+        y = x * 2
+    return y
+
+
+def test_returning_a_variable_defined_in_one_branch_raises():
+    with pytest.raises(jst.UndefinedVariableError, match="'y'"):
+        trace(returns_maybe_undefined, [3])
+    with pytest.raises(UnboundLocalError, match="'y'"):
+        convert_to_static(returns_maybe_undefined)(d2s.to_tensor([-1.0]))

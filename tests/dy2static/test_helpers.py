@@ -263,3 +263,18 @@ def test_lists_appended_in_tensor_loops_become_tensor_arrays(program):
                  n=np.array(3))
     np.testing.assert_allclose(out, [[0, 0], [1, 2], [2, 4]])
     assert k == 3
+
+
+def side_effects_only(x):
+    for row in x:
+        print(row)
+    if x.sum() > 0:
+        print("positive")
+    return x
+
+
+@pytest.mark.filterwarnings("ignore:print\\(\\) of a static tensor")
+def test_statements_without_state_still_build_ops(program):
+    x = d2s.static.data("x", [2, 3], "float32")
+    convert_to_static(side_effects_only)(x)
+    assert {"while", "cond"} <= set(op_types(program))

@@ -146,3 +146,10 @@ def test_methods_mirror_the_functional_api():
     assert [t.shape for t in x.split(3, axis=1)] == [[2, 1]] * 3
     assert x.astype("int64").dtype == "int64" and x.clone().numpy().sum() == 15
     np.testing.assert_allclose(x.clip(1, 3).numpy(), np.clip(x.numpy(), 1, 3))
+
+
+def test_print_and_assert_ops_act_when_run(capsys):
+    d2s.dispatch.apply("print", [d2s.to_tensor([1.0, 2.0])], texts=["x =", None])
+    assert capsys.readouterr().out == "x = [1. 2.]\n"
+    with pytest.raises(AssertionError, match="must hold"):
+        d2s.dispatch.apply("assert", d2s.to_tensor([True, False]), message="must hold")

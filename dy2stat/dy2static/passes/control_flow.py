@@ -15,8 +15,9 @@
                                                         get_state_0, set_state_0, ('y',))
 
 The *state* of a statement -- what get_state/set_state read and assign, and what the bodies
-declare `nonlocal` -- is the names it changes that are live before or after it (for an `if`
-the branch outputs, for a loop the carried values), from the liveness annotations. An
+declare `nonlocal` -- is what it changes that is live after it or read before being written
+in it: for an `if` its branch outputs and what a branch reads first, for a loop its carried
+values; from the liveness annotations. An
 attribute (`self.h`) is a name of its own; a subscript (`x[0]`) stands for its container.
 A state name that may be undefined before the statement is bound to `_jst.Undefined(name)`.
 
@@ -36,22 +37,26 @@ _STATE = """
     def get_state():
         return state
     def set_state(values):
-        nonlocal state
+        nonlocal locals_
+        global globals_
         state = values
 """
 
 _IF = """
     def if_true():
-        nonlocal state
+        nonlocal locals_
+        global globals_
         body
     def if_false():
-        nonlocal state
+        nonlocal locals_
+        global globals_
         orelse
 """
 
 _IF_WITHOUT_ELSE = """
     def if_true():
-        nonlocal state
+        nonlocal locals_
+        global globals_
         body
     def if_false():
         pass
@@ -61,13 +66,15 @@ _WHILE = """
     def loop_test():
         return test
     def loop_body():
-        nonlocal state
+        nonlocal locals_
+        global globals_
         body
 """
 
 _FOR = """
     def loop_body(item):
-        nonlocal state
+        nonlocal locals_
+        global globals_
         target = item
         body
 """
@@ -77,20 +84,41 @@ class _ControlFlow(transformer.Base):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.values_name = ctx.namer.new("values")
+        self.globals: list[set[str]] = [set()]  # what the enclosing functions declare global
+        self.return_values: list[str | None] = [None]  # their RETURN_VALUE
+
+    def visit_FunctionDef(self, node: gast.FunctionDef) -> gast.FunctionDef:
+        self.globals.append(anno.getanno(node, anno.Static.BODY_SCOPE).globals)
+        self.return_values.append(anno.getanno(node, anno.Transform.RETURN_VALUE, None))
+        self.generic_visit(node)
+        self.globals.pop()
+        self.return_values.pop()
+        return node
+
+    def _labels(self, state: list[str]) -> gast.Tuple:
+        """What the helpers call the state in messages: its names (the return value's too)."""
+        retval = self.return_values[-1]
+        labels = [f"the return value ({n})" if n == retval else n for n in state]
+        return gast.Tuple([gast.Constant(label, None) for label in labels], gast.Load())
+
+    def _declared(self, state: list[str]) -> dict:
+        """The bodies declare the state `global` where the function does, else `nonlocal`."""
+        return {"locals_": [n for n in state if n not in self.globals[-1]],
+                "globals_": [n for n in state if n in self.globals[-1]]}
 
     def visit_If(self, node: gast.If) -> list[gast.stmt]:
+        # Read the branches' annotations before converting what is inside them.
+        state = _state_names(set(liveness.branch_outputs(node)) | _read_first(node))
         self.generic_visit(node)
-        live = anno.getanno(node, anno.Static.LIVE_VARS_IN)
-        state = _state_names(set(liveness.branch_outputs(node)) | _changed(node, live))
         if_true, if_false = self.new_name("if_true"), self.new_name("if_false")
         defs = templates.replace(_IF if node.orelse else _IF_WITHOUT_ELSE, if_true=if_true,
-                                 if_false=if_false, state=state, body=node.body,
-                                 orelse=node.orelse)
+                                 if_false=if_false, body=node.body, orelse=node.orelse,
+                                 **self._declared(state))
         get_state, set_state, accessors = self._accessors(state)
         call = templates.replace(
             "helpers.convert_ifelse(test, if_true, if_false, get_state, set_state, names)",
             helpers=self.ctx.helpers, test=node.test, if_true=if_true, if_false=if_false,
-            get_state=get_state, set_state=set_state, names=_constants(state))
+            get_state=get_state, set_state=set_state, names=self._labels(state))
         return self._undefined(node, state) + defs + accessors + call
 
     def visit_While(self, node: gast.While) -> list[gast.stmt]:
@@ -98,12 +126,12 @@ class _ControlFlow(transformer.Base):
         state = _state_names(liveness.loop_carried(node))
         loop_test, loop_body = self.new_name("while_test"), self.new_name("while_body")
         defs = templates.replace(_WHILE, loop_test=loop_test, loop_body=loop_body,
-                                 test=node.test, state=state, body=node.body)
+                                 test=node.test, body=node.body, **self._declared(state))
         get_state, set_state, accessors = self._accessors(state)
         call = templates.replace(
             "helpers.convert_while_loop(loop_test, loop_body, get_state, set_state, names)",
             helpers=self.ctx.helpers, loop_test=loop_test, loop_body=loop_body,
-            get_state=get_state, set_state=set_state, names=_constants(state))
+            get_state=get_state, set_state=set_state, names=self._labels(state))
         return self._undefined(node, state) + defs + accessors + call
 
     def visit_For(self, node: gast.For) -> list[gast.stmt]:
@@ -111,7 +139,7 @@ class _ControlFlow(transformer.Base):
         state = _state_names(liveness.loop_carried(node))
         loop_body, item = self.new_name("for_body"), self.new_name("item")
         defs = templates.replace(_FOR, loop_body=loop_body, item=item, target=node.target,
-                                 state=state, body=node.body)
+                                 body=node.body, **self._declared(state))
         extra = anno.getanno(node, anno.Transform.EXTRA_TEST, None)
         extra_test = "None"
         if extra is not None:
@@ -123,7 +151,7 @@ class _ControlFlow(transformer.Base):
             "helpers.convert_for_loop(iterable, extra_test, loop_body, get_state, set_state, "
             "names)", helpers=self.ctx.helpers, iterable=node.iter, extra_test=extra_test,
             loop_body=loop_body, get_state=get_state, set_state=set_state,
-            names=_constants(state))
+            names=self._labels(state))
         return self._undefined(node, state) + defs + accessors + call
 
     def _accessors(self, state: list[str]) -> tuple[str, str, list[gast.stmt]]:
@@ -132,7 +160,8 @@ class _ControlFlow(transformer.Base):
             return "None", "None", []
         get_state, set_state = self.new_name("get_state"), self.new_name("set_state")
         defs = templates.replace(_STATE, get_state=get_state, set_state=set_state,
-                                 state=state, values=self.values_name)
+                                 state=state, values=self.values_name,
+                                 **self._declared(state))
         return get_state, set_state, defs
 
     def _undefined(self, node: gast.stmt, state: list[str]) -> list[gast.stmt]:
@@ -147,8 +176,13 @@ class _ControlFlow(transformer.Base):
         return out
 
 
-def _changed(node: gast.stmt, live: frozenset) -> set[QN]:
-    """What `node` changes that is live before it (read before it is written)."""
+def _read_first(node: gast.If) -> set[QN]:
+    """What an `if` changes that a branch reads before writing it (so both branches must
+    start from its value before the `if`)."""
+    live = anno.getanno(node, anno.Static.LIVE_VARS_OUT)  # an empty branch reads what follows
+    for branch in (node.body, node.orelse):
+        if branch:
+            live = live | anno.getanno(branch[0], anno.Static.LIVE_VARS_IN)
     return {q for q in anno.getanno(node, anno.Static.SCOPE).modified if q in live}
 
 
@@ -160,10 +194,6 @@ def _state_names(qns) -> list[str]:
             qn = qn.parent
         names.add(str(qn))
     return sorted(names)
-
-
-def _constants(names: list[str]) -> gast.Tuple:
-    return gast.Tuple([gast.Constant(n, None) for n in names], gast.Load())
 
 
 def transform(node: gast.AST, ctx) -> gast.AST:

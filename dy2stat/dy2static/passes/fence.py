@@ -13,8 +13,6 @@ from dy2stat.dy2static.errors import ConversionError
 
 _ADVICE = "Leave this function unconverted with @d2s.jit.not_to_static"
 _DEFS = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda)
-_LOOPS = (gast.While, gast.For, gast.AsyncFor)
-_COMPOUND = (gast.If, *_LOOPS)
 
 
 def transform(node: gast.AST, ctx) -> gast.AST:
@@ -33,9 +31,6 @@ def transform(node: gast.AST, ctx) -> gast.AST:
             _check_finally(child)
         elif isinstance(child, gast.While):
             _check_loop_test(child)
-    for function in [node, *(n for n in gast.walk(node) if isinstance(n, gast.FunctionDef))]:
-        if not anno.hasanno(function, anno.Basic.SKIP):
-            _check_globals(function)
     return node
 
 
@@ -67,27 +62,10 @@ def _check_loop_test(node: gast.While) -> None:
                          "converted; assign before the loop and at the end of its body")
 
 
-def _check_globals(function: gast.FunctionDef) -> None:
-    declared = {name for n in _own_nodes(function) if isinstance(n, gast.Global)
-                for name in n.names}
-    if not declared:
-        return
-    for stmt in _own_nodes(function):
-        if not isinstance(stmt, _COMPOUND):
-            continue
-        for child in _own_nodes(stmt):
-            if isinstance(child, gast.Name) and child.id in declared and \
-                    isinstance(child.ctx, (gast.Store, gast.Del)):
-                raise _error(child, f"the global `{child.id}` is assigned inside "
-                             f"`{_keyword(stmt)}`, which cannot be converted; return the "
-                             "value instead of assigning a global")
-
-
 def _keyword(node: gast.AST) -> str:
     return {
         gast.Await: "await", gast.AsyncFor: "async for", gast.AsyncWith: "async with",
         gast.Return: "return", gast.Break: "break", gast.Continue: "continue",
-        gast.If: "if", gast.While: "while", gast.For: "for",
     }.get(type(node), type(node).__name__)
 
 

@@ -14,15 +14,15 @@
 
 A loop that holds a `return` also stops on the flag. Where the end of the function may be
 reached without a `return`, `retval_0 = None` is set there (what Python returns). Functions
-whose only `return` is their last statement are left as they are. Requires: nothing; runs
-after break_continue.
+whose only `return` is their last statement are left as they are. Attaches RETURN_VALUE
+(the name of retval_0) to the function. Requires: nothing; runs after break_continue.
 """
 
 from __future__ import annotations
 
 import gast
 
-from dy2stat.dy2static import templates, transformer
+from dy2stat.dy2static import anno, templates, transformer
 from dy2stat.dy2static.passes import jumps
 
 _LOOPS = (gast.While, gast.For)
@@ -57,6 +57,7 @@ class _Returns(transformer.Base):
         transformer.stamp(prologue, node.body[0])
         transformer.stamp(epilogue + exit_, node.body[-1])
         node.body = prologue + body + epilogue + exit_
+        anno.setanno(node, anno.Transform.RETURN_VALUE, retval)
         return node
 
 

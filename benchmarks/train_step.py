@@ -1,0 +1,159 @@
+"""Training-step time, eager vs converted (``jit.to_static``), measured in one run.
+
+    python benchmarks/train_step.py [--profile]
+
+Prints ms/step (forward + backward + Adam step) of
+- LeNet (``d2s.vision.models.LeNet``) at batch 64 on 1x28x28 images, and
+- an LSTM language model whose time loop is a ``while`` on a TENSOR length
+  (``while t < length`` with ``length`` a 0-D int64 tensor: one ``while`` op in the
+  converted program, a Python loop of ``length`` steps in eager mode),
+eager vs converted, with the ratio. Both runs start from the same weights, and the
+script checks that their losses agree.
+Targets (issue 5): converted >= 1.3x faster than eager on LeNet, >= 2x on the LSTM.
+``--profile`` prints the top cProfile entries of each configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import time
+
+import numpy as np
+
+import dy2stat as d2s
+from dy2stat import jit, nn
+from dy2stat.nn import functional as F
+from dy2stat.vision.models import LeNet
+
+LENET_BATCH = 64
+LM_BATCH, LM_STEPS, LM_VOCAB, LM_EMB, LM_HIDDEN = 16, 20, 50, 32, 64
+
+
+class LanguageModel(nn.Layer):
+    """Embedding -> LSTMCell stepped by ``while t < length`` -> Linear -> cross entropy."""
+
+    def __init__(self, vocab, emb, hidden):
+        super().__init__()
+        self.hidden = hidden
+        self.embedding = nn.Embedding(vocab, emb)
+        self.cell = nn.LSTMCell(emb, hidden)
+        self.out = nn.Linear(hidden, vocab)
+
+    def forward(self, ids, length):
+        x = self.embedding(ids)
+        h = d2s.zeros([ids.shape[0], self.hidden])
+        c = d2s.zeros([ids.shape[0], self.hidden])
+        loss = d2s.zeros([])
+        t = 0
+        while t < length:
+            h, (h, c) = self.cell(x[:, t], (h, c))
+            loss = loss + F.cross_entropy(self.out(h), ids[:, t + 1])
+            t += 1
+        return loss / length.astype("float32")
+
+
+def lenet_case():
+    rng = np.random.default_rng(0)
+    x = d2s.to_tensor(rng.standard_normal((LENET_BATCH, 1, 28, 28)).astype("float32"))
+    y = d2s.to_tensor(rng.integers(0, 10, (LENET_BATCH, 1)).astype("int64"))
+    loss_fn = nn.CrossEntropyLoss()
+
+    def make():
+        d2s.seed(0)
+        return LeNet()
+
+    return make, lambda net: loss_fn(net(x), y)
+
+
+def lm_case():
+    rng = np.random.default_rng(0)
+    ids = d2s.to_tensor(rng.integers(0, LM_VOCAB, (LM_BATCH, LM_STEPS + 1)).astype("int64"))
+    length = d2s.to_tensor(np.array(LM_STEPS, "int64"))
+
+    def make():
+        d2s.seed(0)
+        return LanguageModel(LM_VOCAB, LM_EMB, LM_HIDDEN)
+
+    return make, lambda net: net(ids, length)
+
+
+def trainer(make, loss_of, convert):
+    net = make()
+    if convert:
+        jit.to_static(net)
+    opt = d2s.optimizer.Adam(parameters=net.parameters(), learning_rate=1e-3)
+
+    def step():
+        loss = loss_of(net)
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+        return float(loss)
+
+    return step
+
+
+def ms_per_step(steps_by_label: dict, steps: int, repeats: int) -> dict:
+    """Best of ``repeats`` runs of ``steps`` steps, in ms per step, per label.
+
+    The configurations take turns, so a slow spell of the machine hits both alike.
+    """
+    best = dict.fromkeys(steps_by_label, float("inf"))
+    for _ in range(repeats):
+        for label, step in steps_by_label.items():
+            start = time.perf_counter()
+            for _ in range(steps):
+                step()
+            best[label] = min(best[label], (time.perf_counter() - start) / steps * 1e3)
+    return best
+
+
+def profile(label, step, steps, top=12):
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(steps):
+        step()
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(top)
+    print(f"\n--- cProfile: {label}, {steps} steps, by own time")
+    print("\n".join(out.getvalue().splitlines()[4:]))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per repeat")
+    parser.add_argument("--repeats", type=int, default=7, help="repeats (the best is kept)")
+    parser.add_argument("--profile", action="store_true", help="print cProfile top entries")
+    args = parser.parse_args()
+
+    cases = [
+        (f"LeNet, batch {LENET_BATCH}", lenet_case(), 1.3),
+        (f"LSTM LM, tensor-length while, b{LM_BATCH} T{LM_STEPS} h{LM_HIDDEN}", lm_case(), 2.0),
+    ]
+    rows = []
+    for name, (make, loss_of), target in cases:
+        eager, converted = trainer(make, loss_of, False), trainer(make, loss_of, True)
+        warm = [(eager(), converted()) for _ in range(3)]  # traces, compiles, checks losses
+        np.testing.assert_allclose([c for _, c in warm], [e for e, _ in warm], rtol=1e-4)
+        times = ms_per_step({"eager": eager, "converted": converted}, args.steps, args.repeats)
+        t_eager, t_converted = times["eager"], times["converted"]
+        rows.append((name, t_eager, t_converted, target))
+        if args.profile:
+            profile(f"{name}, eager", eager, args.steps)
+            profile(f"{name}, converted", converted, args.steps)
+
+    print(f"\n{'case (forward+backward+Adam)':52s} {'eager ms':>9s} {'static ms':>10s} "
+          f"{'speedup':>8s} {'target':>7s}")
+    for name, t_eager, t_converted, target in rows:
+        speedup = t_eager / t_converted
+        mark = "ok" if speedup >= target else "MISSED"
+        print(f"{name:52s} {t_eager:9.2f} {t_converted:10.2f} {speedup:7.2f}x "
+              f"{target:5.1f}x {mark}")
+
+
+if __name__ == "__main__":
+    main()

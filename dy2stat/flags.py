@@ -1,0 +1,76 @@
+"""Global switches, as Paddle's ``FLAGS_*``: ``set_flags`` and ``get_flags``.
+
+    d2s.set_flags({"cudnn_exhaustive_search": True})
+    d2s.get_flags("cudnn_exhaustive_search")  # {"cudnn_exhaustive_search": True}
+
+Names may carry Paddle's ``FLAGS_`` prefix. An unknown name, or a value of
+the wrong type, is an error naming it.
+"""
+
+from __future__ import annotations
+
+from dy2stat.kernels import cudnn
+
+__all__ = ["get_flags", "set_flags"]
+
+# name -> (default, what it does, how it is applied)
+_FLAGS = {
+    "cudnn_exhaustive_search": (
+        False,
+        "time every cuDNN convolution algorithm once per shape and keep the fastest",
+        lambda v: setattr(cudnn.settings, "exhaustive_search", v),
+    ),
+    "cudnn_deterministic": (
+        False,
+        "use only deterministic cuDNN algorithms for convolution gradients",
+        lambda v: setattr(cudnn.settings, "deterministic", v),
+    ),
+    "use_cudnn": (
+        True,
+        "run convolution and pooling on the GPU through cuDNN when CuPy exposes it",
+        lambda v: setattr(cudnn.settings, "enabled", v),
+    ),
+}
+_values = {name: default for name, (default, _, _) in _FLAGS.items()}
+
+
+def _name(flag) -> str:
+    if not isinstance(flag, str):
+        raise TypeError(f"flag names are strings, got {type(flag).__name__} {flag!r}")
+    name = flag[len("FLAGS_"):] if flag.startswith("FLAGS_") else flag
+    if name not in _FLAGS:
+        known = ", ".join(sorted(_FLAGS))
+        raise ValueError(f"unknown flag {flag!r} (known flags: {known})")
+    return name
+
+
+def set_flags(flags: dict) -> None:
+    """Set flags from ``{name: value}``; nothing changes unless every entry is valid."""
+    if not isinstance(flags, dict):
+        raise TypeError(f"set_flags takes a dict of flag names to values, "
+                        f"not {type(flags).__name__}")
+    checked = {}
+    for flag, value in flags.items():
+        name = _name(flag)
+        default = _FLAGS[name][0]
+        if isinstance(default, bool):
+            if not (isinstance(value, bool) or (type(value) is int and value in (0, 1))):
+                raise TypeError(f"flag {flag!r} takes True or False, got {value!r}")
+            value = bool(value)
+        checked[name] = value
+    for name, value in checked.items():
+        _values[name] = value
+        _FLAGS[name][2](value)
+
+
+def get_flags(flags=None) -> dict:
+    """``{name: value}`` for a name, a list of names, or (None) every flag."""
+    if flags is None:
+        return dict(_values)
+    names = [flags] if isinstance(flags, str) else list(flags)
+    return {flag: _values[_name(flag)] for flag in names}
+
+
+def describe() -> dict:
+    """``{name: (default, what it does)}`` for every flag."""
+    return {name: (default, doc) for name, (default, doc, _) in _FLAGS.items()}

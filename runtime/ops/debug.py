@@ -1,0 +1,40 @@
+"""Ops with effects when a program runs: ``print`` and ``assert``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dy2stat.kernels.backend import to_host
+from dy2stat.runtime.registry import defop
+
+
+def _print_kernel(xp, values, texts=(), sep=" ", end="\n"):
+    """Print the texts with each ``None`` replaced by the next value."""
+    it = iter(values)
+    parts = [str(np.asarray(to_host(next(it)))) if t is None else t for t in texts]
+    print(*parts, sep=sep, end=end)
+
+
+def _assert_kernel(xp, cond, message=""):
+    if not bool(to_host(cond).all()):
+        raise AssertionError(message) if message else AssertionError()
+
+
+defop(
+    "print",
+    inputs=("X*",),
+    outputs=(),
+    attrs={"texts": [], "sep": " ", "end": "\n"},
+    kernel=_print_kernel,
+    infer=lambda xs, **_: (),
+    doc="Print values when the program runs (texts hold None where a value goes).",
+)
+defop(
+    "assert",
+    inputs=("Cond",),
+    outputs=(),
+    attrs={"message": ""},
+    kernel=_assert_kernel,
+    infer=lambda cond, **_: (),
+    doc="Raise AssertionError(message) when the program runs and Cond is not all true.",
+)

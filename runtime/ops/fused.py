@@ -1,0 +1,112 @@
+"""``fused_elementwise``: a chain of elementwise ops run as one kernel.
+
+Made by the fusion pass (``runtime.passes.fusion``). Inputs ``X`` (the
+chain's outside values), output ``Out``; attrs ``expr``, the chain as JSON
+data (see ``kernels.fusion``: steps ``[op, refs, attrs, dtype]``), and
+``dtype``, the result's dtype.
+
+Inference replays the registry's inference of every step, so a malformed or
+inconsistent expr (unknown op, bad ref, a dtype that disagrees with the
+step's op) fails ``verify`` and loading, naming the step. The result's shape
+is the broadcast of the inputs' shapes.
+
+The gradient rule re-emits the steps through the emitter (recomputing the
+intermediates the steps' own rules read) and applies each step's gradient
+rule in reverse, so a fused program can still be differentiated. The pass is
+meant to run after backward has been appended, as a deployment and executor
+optimization; the rule keeps backward correct when it runs before.
+"""
+
+from __future__ import annotations
+
+from dy2stat.kernels import fusion
+from dy2stat.runtime import dtypes
+from dy2stat.runtime.registry import Meta, defop, get_op
+
+FUSED = "fused_elementwise"
+
+
+def _kernel(xp, xs, expr=(), dtype="float32"):
+    return fusion.run(xp, expr, xs)
+
+
+def _parse(expr) -> fusion.Expr:
+    try:
+        return fusion.parse(expr)
+    except ValueError as exc:
+        raise ValueError(f"{FUSED}: {exc}") from None
+
+
+def _infer(xs, expr=(), dtype="float32"):
+    e = _parse(expr)
+    if e.arity != len(xs):
+        raise ValueError(f"{FUSED}: the expr reads {e.arity} inputs, the op has {len(xs)}")
+    metas = list(xs)
+    for k, step in enumerate(e.steps):
+        where = f"{FUSED}, step {k} ({step.op})"
+        if step.op == "full":
+            metas.append(Meta((), step.dtype))
+            continue
+        opdef = get_op(step.op)
+        args = [metas[a] for a in step.args]
+        try:
+            opdef.check_dtype(args[0].dtype)
+            meta = opdef.infer(*args, **opdef.full_attrs(step.attrs))
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{where}: {exc}") from None
+        if meta.dtype != step.dtype:
+            raise TypeError(f"{where}: computes {meta.dtype}, the expr says {step.dtype}")
+        metas.append(meta)
+    out = metas[-1]
+    if out.dtype != dtypes.as_dtype(dtype, where=FUSED):
+        raise TypeError(f"{FUSED}: the expr computes {out.dtype}, the dtype attr says {dtype}")
+    return Meta(tuple(out.shape), out.dtype)
+
+
+def _grad(e, ins, outs, douts, attrs, need):
+    """Replay the steps through the emitter, then run their rules in reverse."""
+    if not need[0]:
+        return [None]
+    steps = _parse(attrs["expr"]).steps
+    xs = list(ins[0])
+    n = len(xs)
+    values = list(xs)
+    # Which values a gradient can flow to: float inputs, and float steps of them.
+    diff = [dtypes.is_float(x.dtype) for x in xs]
+    for k, step in enumerate(steps):
+        args = [values[a] for a in step.args]
+        if k == len(steps) - 1:
+            values.append(outs[0])  # the op's own output: no need to recompute it
+        elif step.op == "full":
+            values.append(e("full", shape=[], value=float(step.attrs.get("value", 0.0)),
+                            dtype=step.dtype.name))
+        else:
+            values.append(e(step.op, *args, **step.attrs))
+        diff.append(dtypes.is_float(step.dtype) and get_op(step.op).grad is not None
+                    and any(diff[a] for a in step.args))
+    grads = {n + len(steps) - 1: douts[0]}
+    for k in range(len(steps) - 1, -1, -1):
+        step, slot = steps[k], n + k
+        g = grads.pop(slot, None)
+        if g is None or not diff[slot]:
+            continue
+        opdef = get_op(step.op)
+        need_k = [diff[a] and s.name not in opdef.no_grad for s, a in zip(opdef.inputs, step.args)]
+        args = [values[a] for a in step.args]
+        results = opdef.grad(e, args, [values[slot]], [g], opdef.full_attrs(step.attrs), need_k)
+        for a, ga, wanted in zip(step.args, results, need_k):
+            if wanted and ga is not None:
+                grads[a] = ga if a not in grads else e("add", grads[a], ga)
+    return [[grads.get(i) for i in range(n)]]
+
+
+defop(
+    FUSED,
+    inputs=("X*",),
+    attrs={"expr": [], "dtype": "float32"},
+    kernel=_kernel,
+    infer=_infer,
+    grad=_grad,
+    elementwise=True,
+    doc="A chain of elementwise ops (attr expr) computed in one kernel (see kernels.fusion).",
+)

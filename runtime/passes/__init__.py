@@ -1,0 +1,33 @@
+"""Graph passes: each is ``pass(program, keep) -> Program``, a new program.
+
+``keep`` names the values that must stay visible (what callers fetch). The
+input program is never changed. ``PASSES`` lists them by name;
+``run_passes`` applies several in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from dy2stat.runtime.ir import Program
+from dy2stat.runtime.passes.fusion import fuse_elementwise
+from dy2stat.runtime.prune import dead_code_elimination
+
+__all__ = ["PASSES", "dead_code_elimination", "fuse_elementwise", "run_passes"]
+
+PASSES: dict[str, Callable[..., Program]] = {
+    "dead_code_elimination": dead_code_elimination,
+    "fuse_elementwise": fuse_elementwise,
+}
+
+
+def run_passes(program: Program, names: Iterable[str], keep=()) -> Program:
+    """``program`` after the passes ``names``, in order."""
+    keep = list(keep)
+    for name in names:
+        try:
+            fn = PASSES[name]
+        except KeyError:
+            raise ValueError(f"unknown pass {name!r} (known: {', '.join(PASSES)})") from None
+        program = fn(program, keep)
+    return program

@@ -1,0 +1,50 @@
+"""Shared test setup: GPU tests skip cleanly without a GPU; the ``xp`` fixture.
+
+- A test marked ``@pytest.mark.gpu`` runs only where ``d2s.is_compiled_with_cuda()``
+  (CuPy imports and sees a GPU); elsewhere it is skipped with the reason.
+- ``xp`` runs a kernel test once per array module: numpy always, and cupy
+  when CuPy is installed (that run carries the ``gpu`` marker, so
+  ``pytest -m gpu`` selects it and a machine without a GPU skips it).
+- Every test starts on the CPU with the default flags, whatever the one
+  before it set.
+"""
+
+import numpy
+import pytest
+
+import dy2stat as d2s
+from dy2stat import device, flags
+from dy2stat.kernels import backend
+
+_DEFAULT_FLAGS = flags.get_flags()
+
+
+def pytest_collection_modifyitems(config, items):
+    if d2s.is_compiled_with_cuda():
+        return
+    reason = ("needs CuPy and a GPU" if not backend.has_cupy()
+              else "CuPy is installed but sees no GPU")
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+_MODULES = [pytest.param("numpy", id="numpy")]
+if backend.has_cupy():
+    _MODULES.append(pytest.param("cupy", id="cupy", marks=pytest.mark.gpu))
+
+
+@pytest.fixture(params=_MODULES)
+def xp(request):
+    """numpy, or cupy (gpu-marked) when CuPy is installed."""
+    return numpy if request.param == "numpy" else backend.cupy
+
+
+@pytest.fixture(autouse=True)
+def _cpu_and_default_flags():
+    yield
+    if device.current.name != "cpu":
+        d2s.set_device("cpu")
+    if flags.get_flags() != _DEFAULT_FLAGS:
+        flags.set_flags(_DEFAULT_FLAGS)
