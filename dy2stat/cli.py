@@ -165,14 +165,20 @@ def _standalone_module(tree, source: str, lines: list[str], converted, path: str
               "are replaced by their converted code.\n"]
     package, _, module = _HELPERS_MODULE.rpartition(".")
     header += [f"from {package} import {module} as {name}\n" for name in helpers]
-    at = _import_position(tree)
+    at = _import_position(tree, lines)
     lines[at:at] = header
     return "".join(lines)
 
 
-def _import_position(tree) -> int:
-    """The line after the module docstring and `from __future__` imports (0-based index)."""
+_CODING = re.compile(r"^[ \t\f]*#.*?coding[:=]")
+
+
+def _import_position(tree, lines: list[str]) -> int:
+    """The line after the module docstring and `from __future__` imports, or after a `#!`
+    line and an encoding declaration (0-based index)."""
     at = 0
+    while at < min(2, len(lines)) and (lines[at].startswith("#!") or _CODING.match(lines[at])):
+        at += 1
     for index, stmt in enumerate(tree.body):
         docstring = (index == 0 and isinstance(stmt, gast.Expr)
                      and isinstance(stmt.value, gast.Constant)

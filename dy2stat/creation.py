@@ -8,7 +8,6 @@ from dy2stat import device
 from dy2stat.dispatch import apply
 from dy2stat.kernels import backend
 from dy2stat.kernels import random as random_kernels
-from dy2stat.mode import state
 from dy2stat.ops import _dtype_name
 from dy2stat.runtime import dtypes
 from dy2stat.tensor import Tensor
@@ -22,11 +21,6 @@ def to_tensor(data, dtype=None, stop_gradient: bool = True, place=None) -> Tenso
     otherwise a CuPy array (or a GPU tensor) stays on its GPU and anything
     else goes to the current device. The data is always copied.
     """
-    if state.static:
-        raise RuntimeError(
-            "to_tensor is eager-only; in static mode use static.data(...) for inputs "
-            "or a creation function (full, zeros, ...) for constants"
-        )
     if isinstance(data, Tensor):
         array = data._data
     elif isinstance(data, np.ndarray) or (

@@ -50,8 +50,7 @@ class Tensor:
 
     @property
     def place(self) -> str:
-        from_host = isinstance(self._data, (np.ndarray, np.generic))
-        return "cpu" if from_host else f"gpu:{self._data.device.id}"
+        return _device.device_of(self._data)
 
     @property
     def is_leaf(self) -> bool:

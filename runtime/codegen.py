@@ -319,6 +319,8 @@ class Function:
                 taken.add(v.slot)
         self._track_buffers(step, target, holders)
         desc = f"block {self.blocks[0].idx}, op {i} ({op.type})"
+        if op.origin:
+            desc += f", built at\n{op.origin}"
         code = [(f"    # {i}: {_comment(op)}", None)]
         code += [(line, desc) for line in self._code(step, target)]
         released, dels = [], []

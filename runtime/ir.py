@@ -40,6 +40,8 @@ class Operator:
     inputs: dict[str, list[str]]
     outputs: dict[str, list[str]]
     attrs: dict = field(default_factory=dict)
+    # Where the op was built in the user's code (for run-time errors); not saved.
+    origin: str = field(default="", compare=False, repr=False)
 
     def input_names(self) -> list[str]:
         return [n for names in self.inputs.values() for n in names]

@@ -80,7 +80,13 @@ class Translation:
     helpers: str  # the name of the free variable holding the helpers
 
 
-_translations: dict[types.CodeType, Translation] = {}
+# Keyed by (code, file): code objects that differ only in their file compare equal.
+_translations: dict[tuple, Translation] = {}
+
+
+def _code_key(fn):
+    code = getattr(fn, "__code__", None)
+    return None if code is None else (code, code.co_filename)
 _converted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _HELPERS = types.CellType(convert_operators)
 
@@ -96,7 +102,7 @@ def convert_to_static(fn):
     fn = parser.unwrap(fn)
     converted = _converted.get(fn) if isinstance(fn, types.FunctionType) else None
     if converted is None:
-        translation = _translations.get(getattr(fn, "__code__", None)) or translate(fn)
+        translation = _translations.get(_code_key(fn)) or translate(fn)
         converted = instantiate(translation, fn)
         _converted[fn] = converted
     return converted
@@ -127,7 +133,7 @@ def translate(fn, passes=PASSES) -> Translation:
     log(1, f"converted {fn.__qualname__} ({info.filename}:{info.lineno})")
     translation = Translation(code, source, source_map, ctx.helpers)
     if passes is PASSES:
-        _translations[fn.__code__] = translation
+        _translations[_code_key(fn)] = translation
     return translation
 
 

@@ -37,5 +37,5 @@ declarative = to_static
 
 def not_to_static(function):
     """Leave ``function`` as it is: conversion calls it unchanged."""
-    setattr(function, NOT_TO_STATIC, True)
+    setattr(getattr(function, "__func__", function), NOT_TO_STATIC, True)  # methods too
     return function

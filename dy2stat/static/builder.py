@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import linecache
+import os
+import sys
 import weakref
 
 import numpy as np
@@ -21,7 +24,24 @@ def static_apply(op, inputs, attrs):
     values = [_value(block, x, op) for x in inputs]
     attrs = {k: _json(v) for k, v in attrs.items()}
     result = build.append(block, op, values, attrs)
+    block.ops[-1].origin = user_location()
     return _wrap(block, result)
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_RUNTIME = os.path.dirname(os.path.abspath(build.__file__))
+
+
+def user_location() -> str:
+    """``File "...", line N`` and the source line of the innermost user frame."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith((_PACKAGE, _RUNTIME, "<")):
+            line = linecache.getline(filename, frame.f_lineno).strip()
+            return f'  File "{filename}", line {frame.f_lineno}\n    {line}'
+        frame = frame.f_back
+    return ""
 
 
 def _value(block: Block, x, op):

@@ -144,6 +144,75 @@ def test_transpiled_module_runs_and_matches(work):
         np.testing.assert_allclose(converted[key], original[key], rtol=1e-5, atol=1e-6)
 
 
+# What a written module must survive: a `#!` line, a module that binds `_jst` itself,
+# `super()` in a converted method, and decorators other than the marking one.
+EDGES = textwrap.dedent('''
+    #!/usr/bin/env python
+    import functools
+
+    import numpy as np
+
+    import dy2stat as d2s
+    from dy2stat import nn
+
+    _jst = "the user's own"
+
+
+    class Base(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.fc(x)
+
+
+    class Child(Base):
+        @d2s.jit.to_static
+        def forward(self, x):
+            y = super().forward(x)
+            if y.sum() > 0:
+                y = y * 2
+            return y
+
+        @staticmethod
+        @d2s.declarative
+        def twice_if_positive(x):
+            return x * 2 if x.mean() > 0 else x
+
+
+    def logged(f):
+        @functools.wraps(f)
+        def wrapper(*args):
+            return f(*args)
+        return wrapper
+
+
+    @logged
+    @d2s.jit.to_static(input_spec=None)
+    def shift(x): return x + 1 if x.sum() > 0 else x - 1
+
+    if __name__ == "__main__":
+        d2s.seed(0)
+        x = d2s.to_tensor(np.linspace(-1, 2, 6, dtype="float32").reshape(2, 3))
+        print(Child()(x).numpy().tolist(), Child.twice_if_positive(x).numpy().tolist(),
+              shift(x).numpy().tolist(), _jst)
+''').lstrip()
+
+
+def test_transpiled_module_keeps_what_the_module_needs(tmp_path):
+    (tmp_path / "edges.py").write_text(EDGES)
+    dy2stat("transpile", "edges.py", "-o", "edges_out.py", cwd=tmp_path)
+    text = (tmp_path / "edges_out.py").read_text()
+    assert text.startswith("#!/usr/bin/env python\n")
+    assert "import convert_operators as _jst_0" in text and "@staticmethod" in text
+    assert "@logged\ndef shift(x):" in text
+    outputs = [subprocess.run([sys.executable, script], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120) for script in ("edges.py", "edges_out.py")]
+    assert all(r.returncode == 0 for r in outputs), [r.stderr for r in outputs]
+    assert outputs[0].stdout == outputs[1].stdout and "the user's own" in outputs[0].stdout
+
+
 def test_inspect_formats(work):
     text = dy2stat("inspect", "saved/net", cwd=work).stdout
     assert "feeds:   x: float32[-1, 4]" in text and "while" in text and "cond" in text
@@ -204,3 +273,11 @@ def test_bad_input_is_one_line(work, args, message):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"dy2stat {args[0]}: error: ") and message in lines[0]
+
+
+@pytest.mark.skipif(shutil.which("dot") is not None, reason="Graphviz is installed here")
+def test_svg_without_graphviz_says_how_to_install_it(work):
+    result = dy2stat("inspect", "saved/net", "--svg", "net.svg", cwd=work, check=False)
+    assert result.returncode != 0 and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert "Graphviz" in line and "apt-get install graphviz" in line

@@ -101,11 +101,6 @@ def test_python_errors_keep_their_type():
     assert_points_at(info.value, "E-key", 'table["missing"]')
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "errors raised while RUNNING the compiled program (not tracing it) are annotated only "
-    "with 'while running block 0, op 2 (gather) of the static program': ops do not record "
-    "the user's file:line when they are appended (dy2stat/static/builder.py, runtime/ir.py "
-    "Operator has no origin), so the executor cannot map them back"))
 def test_an_error_while_running_the_program_names_the_users_line():
     @jit.to_static
     def f(x, index):
@@ -116,3 +111,22 @@ def test_an_error_while_running_the_program_names_the_users_line():
     with pytest.raises(IndexError) as info:
         f(tensor([3, 2]), d2s.to_tensor(np.array([0, 7])))
     assert_points_at(info.value, "E-run", "d2s.gather(y, index)")
+
+
+def test_identical_functions_in_two_files_each_point_at_their_own_file(tmp_path):
+    import importlib.util
+
+    source = ("from dy2stat import jit\n\n\n@jit.to_static\ndef f(x):\n"
+              "    return x.reshape([7, 7])\n")
+    paths = []
+    for name in ("d2s_twin_one", "d2s_twin_two"):
+        path = tmp_path / f"{name}.py"
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        with pytest.raises(ValueError) as info:
+            module.f(tensor([2]))
+        paths.append((str(path), report(info.value)))
+    for path, text in paths:
+        assert f'File "{path}", line 6' in text, text

@@ -192,3 +192,44 @@ def test_enable_to_static_false_runs_everything_eagerly():
     f(x)
     f(x)
     assert calls[2:] == ["Variable"] and len(f._cache) == 1
+
+
+def test_declarative_and_full_graph_are_accepted():
+    assert d2s.declarative is jit.to_static and jit.declarative is jit.to_static
+    sf = jit.to_static(branchy, full_graph=True)
+    x = tensor([2, 2])
+    np.testing.assert_allclose(sf(x).numpy(), branchy(x).numpy(), rtol=1e-6)
+
+
+def test_a_converted_layer_called_inside_another_converted_function_is_inlined():
+    d2s.seed(0)
+    inner = jit.to_static(MLP())
+    eager = MLP()
+    copy_weights(inner, eager)
+
+    @jit.to_static
+    def outer(x):
+        return inner(x) * 2
+
+    x = tensor([3, 4])
+    np.testing.assert_allclose(outer(x).numpy(), (eager(x) * 2).numpy(), rtol=1e-5, atol=1e-6)
+    assert "cond" in op_types(outer.main_program)  # inner's control flow is in outer's program
+    assert inner.forward._cache == {}
+
+
+def test_not_to_static_on_a_bound_method():
+    class Helper:
+        def scale(self, x):
+            if x.sum() > 0:  # would need conversion
+                return x
+            return -x
+
+    helper = Helper()
+    assert jit.not_to_static(helper.scale) == helper.scale
+
+    @jit.to_static
+    def f(x):
+        return helper.scale(x)
+
+    with pytest.raises(TypeError, match="to_static"):
+        f(tensor([2]))

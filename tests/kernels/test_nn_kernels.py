@@ -482,7 +482,7 @@ def test_cupy_matches_numpy():
     cp = pytest.importorskip("cupy")
     for fn, args, attrs in gpu_cases():
         want = fn(np, *args, **attrs)
-        got = fn(cp, *[cp.asarray(a) for a in args], **attrs)
+        got = fn(cp, *[None if a is None else cp.asarray(a) for a in args], **attrs)
         for g, w in zip(*(v if isinstance(v, tuple) else (v,) for v in (got, want))):
             np.testing.assert_allclose(
                 cp.asnumpy(g), w, rtol=1e-10, atol=1e-12, err_msg=fn.__name__

@@ -593,6 +593,7 @@ def test_the_host_path_allocates_one_buffer_for_a_chain():
     real = np.ndarray
 
     class Spy:  # an array module that counts the arrays its ufuncs allocate
+        __name__ = "spy"
         ndarray = real
 
         def __getattr__(self, name):
