@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dy2stat import device
+from dy2stat import device, ops
 from dy2stat.dispatch import apply
 from dy2stat.kernels import backend
 from dy2stat.kernels import random as random_kernels
@@ -63,6 +63,13 @@ def _has_numpy_floats(data) -> bool:
 def full(shape, fill_value, dtype=None):
     if dtype is None:
         dtype = dtypes.scalar_dtype(fill_value) if not isinstance(fill_value, bool) else "bool"
+    if not isinstance(shape, int) and any(getattr(d, "is_static", False) for d in shape):
+        # A dim known only when the program runs (``x.shape[0]`` in converted code).
+        dims = [ops.cast(d, "int64").reshape([1]) if getattr(d, "is_static", False)
+                else full([1], int(d), "int64") for d in shape]
+        static_shape = [-1 if getattr(d, "is_static", False) else int(d) for d in shape]
+        return apply("full_shaped", ops.concat(dims), static_shape=static_shape,
+                     value=float(fill_value), dtype=_dtype_name(dtype))
     return apply("full", shape=_dims(shape), value=float(fill_value), dtype=_dtype_name(dtype))
 
 

@@ -77,7 +77,13 @@ def _iter(self):
         yield self[i]
 
 
+def _T(self):
+    """The transpose (all axes reversed)."""
+    return ops.transpose(self, list(range(len(self.shape)))[::-1])
+
+
 SURFACE = {
+    "T": property(_T),
     "__add__": _binary("add"),
     "__radd__": _binary("add", True),
     "__sub__": _binary("subtract"),

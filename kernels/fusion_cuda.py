@@ -369,8 +369,9 @@ def launch(xp, expr, inputs):
     device = xp.cuda.runtime.getDevice()
     kernel = get_kernel(e, [a.dtype for a in arrays], ndims, dense, device)
     args = [*arrays, out, numpy.int64(n)]
-    if strides:
-        args += [numpy.int64(d) for d in shape] + strides
+    if strides:  # the kernel walks the last ``rank`` dims; any before them are 1
+        rank = max(ndims)
+        args += [numpy.int64(d) for d in shape[len(shape) - rank:]] + strides
     blocks = min((n + _THREADS - 1) // _THREADS, _MAX_BLOCKS)
     kernel.function(xp)((blocks,), (_THREADS,), tuple(args))
     return out

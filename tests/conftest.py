@@ -16,7 +16,7 @@ import os
 if os.environ.get("D2S_FAKE_CUPY"):  # GPU code paths on a NumPy stand-in (tests/gpu/fake_cupy.py)
     from tests.gpu import fake_cupy
 
-    fake_cupy.install()
+    fake_cupy.install(cudnn=os.environ["D2S_FAKE_CUPY"] == "cudnn")
 
 import numpy  # noqa: E402
 import pytest  # noqa: E402

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from dy2stat.kernels import random
+from dy2stat.kernels.backend import to_host
 from dy2stat.runtime import dtypes, shapes
 from dy2stat.runtime.registry import Meta, defop
 
@@ -42,6 +43,29 @@ defop(
     attrs={"shape": [], "value": 0.0, "dtype": "float32"},
     kernel=lambda xp, shape, value=0.0, dtype="float32": xp.full(tuple(shape), value, dtype=dtype),
     infer=_full_infer,
+)
+
+
+def _full_shaped_kernel(xp, shape, static_shape=(), value=0.0, dtype="float32"):
+    dims = tuple(int(d) for d in to_host(shape).reshape(-1))
+    return xp.full(dims, value, dtype=dtype)
+
+
+def _full_shaped_infer(shape, static_shape=(), value=0.0, dtype="float32"):
+    if len(shape.shape) != 1 or shape.shape[0] not in (-1, len(static_shape)):
+        raise ValueError(f"full_shaped: Shape must be 1-D with {len(static_shape)} dims, "
+                         f"got {shapes.fmt(shape.shape)}")
+    return Meta(tuple(static_shape), dtypes.as_dtype(dtype, where="full_shaped"))
+
+
+defop(
+    "full_shaped",
+    inputs=("Shape",),
+    attrs={"static_shape": [], "value": 0.0, "dtype": "float32"},
+    kernel=_full_shaped_kernel,
+    infer=_full_shaped_infer,
+    no_grad=("Shape",),
+    doc="full() whose shape is only known when the program runs (a 1-D int64 tensor).",
 )
 
 

@@ -5,12 +5,17 @@
 subclass marked as living on ``gpu:0``; like CuPy's, they never mix with
 NumPy arrays: a ufunc or array function given a plain ``numpy.ndarray``
 beside them raises ``TypeError``, and only ``asarray``/``array``/``asnumpy``
-cross between host and "device". There is no ``cupy.cudnn`` (as in CuPy 14).
+cross between host and "device". There is no ``cupy.cudnn`` (as in CuPy 14)
+unless ``install(cudnn=True)``: then ``cupy.cudnn`` has CuPy 13's convolution
+and pooling functions (same signatures, computed with dy2stat's generic
+kernels) and ``calls`` records each call.
 
-It checks dy2stat's device plumbing (placement, copies, errors, executors),
-not CuPy itself: run the ``gpu`` tests on a real GPU for that.
+It checks dy2stat's device plumbing (placement, copies, errors, executors,
+the arguments given to cuDNN), not CuPy or cuDNN themselves: run the ``gpu``
+tests on a real GPU for that.
 
-    D2S_FAKE_CUPY=1 python -m pytest -m gpu tests
+    D2S_FAKE_CUPY=1 python -m pytest -m gpu tests        # like CuPy 14
+    D2S_FAKE_CUPY=cudnn python -m pytest -m gpu tests    # like CuPy 13 with cuDNN
 """
 
 from __future__ import annotations
@@ -180,7 +185,93 @@ def _numpy_attr(name):
     return _function(name, obj, host_ok=name in ("asarray", "array", "asanyarray"))
 
 
-def build():
+# ------------------------------------------------------- cuDNN, as CuPy 13 has it
+calls: list = []  # (function name, auto_tune or mode) per cuDNN call
+_MAX, _AVG_INCLUDE, _AVG_EXCLUDE, _MAX_DETERMINISTIC = 0, 1, 2, 3
+
+
+def _check_conv_args(name, arrays, out, params):
+    for a in arrays:
+        if not isinstance(a, ndarray) or a.dtype.char not in "efd":
+            raise TypeError(f"fake cudnn {name}: needs float device arrays")
+    if not out.flags.c_contiguous:
+        raise ValueError(f"fake cudnn {name}: the output must be C-contiguous")
+    for p in params[:3]:
+        if type(p) is not tuple:  # Cython-typed ``tuple`` arguments
+            raise TypeError(f"fake cudnn {name}: pad, stride and dilation must be tuples")
+
+
+def convolution_forward(x, W, b, y, pad, stride, dilation, groups, *, auto_tune, tensor_core,
+                        d_layout=0, w_layout=0):
+    from dy2stat.kernels import conv
+
+    _check_conv_args("convolution_forward", (x, W), y, (pad, stride, dilation))
+    calls.append(("convolution_forward", auto_tune))
+    _base(y)[...] = conv.conv2d(np, _base(x), _base(W), stride, pad, dilation, groups)
+
+
+def convolution_backward_data(W, x, b, y, pad, stride, dilation, groups, *, deterministic,
+                              auto_tune, tensor_core, d_layout=0, w_layout=0):
+    from dy2stat.kernels import conv
+
+    _check_conv_args("convolution_backward_data", (W, x), y, (pad, stride, dilation))
+    calls.append(("convolution_backward_data", auto_tune))
+    _base(y)[...] = conv.conv2d_grad_input(np, _base(y), _base(W), _base(x), stride, pad,
+                                           dilation, groups)
+
+
+def convolution_backward_filter(x, gy, gW, pad, stride, dilation, groups, *, deterministic,
+                                auto_tune, tensor_core, d_layout=0, w_layout=0):
+    from dy2stat.kernels import conv
+
+    _check_conv_args("convolution_backward_filter", (x, gy), gW, (pad, stride, dilation))
+    calls.append(("convolution_backward_filter", auto_tune))
+    _base(gW)[...] = conv.conv2d_grad_filter(np, _base(x), _base(gy), _base(gW), stride, pad,
+                                             dilation, groups)
+
+
+def _pool_attrs(ksize, stride, pad, mode):
+    if not all(type(v) is tuple for v in (ksize, stride, pad)):
+        raise TypeError("fake cudnn pooling: ksize, stride and pad must be tuples")
+    return dict(kernel_size=ksize, stride=stride, padding=pad, ceil_mode=False)
+
+
+def pooling_forward(x, y, ksize, stride, pad, mode):
+    from dy2stat.kernels import conv
+
+    attrs = _pool_attrs(ksize, stride, pad, mode)
+    calls.append(("pooling_forward", mode))
+    if mode in (_MAX, _MAX_DETERMINISTIC):
+        _base(y)[...] = conv.max_pool2d(np, _base(x), **attrs)
+    else:
+        _base(y)[...] = conv.avg_pool2d(np, _base(x), exclusive=mode == _AVG_EXCLUDE, **attrs)
+    return y
+
+
+def pooling_backward(x, y, gy, ksize, stride, pad, mode):
+    from dy2stat.kernels import conv
+
+    attrs = _pool_attrs(ksize, stride, pad, mode)
+    calls.append(("pooling_backward", mode))
+    if mode in (_MAX, _MAX_DETERMINISTIC):
+        return _wrap(conv.max_pool2d_grad(np, _base(x), _base(y), _base(gy), **attrs).copy())
+    return _wrap(conv.avg_pool2d_grad(np, _base(x), _base(gy), exclusive=mode == _AVG_EXCLUDE,
+                                      **attrs).copy())
+
+
+def _cudnn_modules():
+    api = _module("cupy.cudnn", **{f.__name__: f for f in (
+        convolution_forward, convolution_backward_data, convolution_backward_filter,
+        pooling_forward, pooling_backward)})
+    lib = _module("cupy.cuda.cudnn", CUDNN_POOLING_MAX=_MAX,
+                  CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING=_AVG_INCLUDE,
+                  CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING=_AVG_EXCLUDE,
+                  CUDNN_POOLING_MAX_DETERMINISTIC=_MAX_DETERMINISTIC)
+    return api, lib
+
+
+# ------------------------------------------------------------------ the modules
+def build(cudnn=False):
     """(cupy, cupyx) modules."""
     runtime = _module("cupy.cuda.runtime", getDeviceCount=lambda: 1, getDevice=lambda: 0,
                       getDeviceProperties=lambda i: {"name": b"fake GPU (NumPy)"})
@@ -198,13 +289,17 @@ def build():
         erfc(_base(x)).astype(x.dtype)))
     cupyx = _module("cupyx", scatter_add=lambda a, idx, v: np.add.at(
         _base(a), _unwrap(idx), _unwrap(v)), scipy=_module("cupyx.scipy", special=special))
+    if cudnn:
+        cupy.cudnn, cupy.cuda.cudnn = _cudnn_modules()
     return cupy, cupyx
 
 
-def install() -> None:
+def install(cudnn=False) -> None:
     if "dy2stat" in sys.modules:
         raise RuntimeError("install the fake CuPy before importing dy2stat")
-    cupy, cupyx = build()
+    cupy, cupyx = build(cudnn)
+    if cudnn:
+        sys.modules.update({"cupy.cudnn": cupy.cudnn, "cupy.cuda.cudnn": cupy.cuda.cudnn})
     sys.modules.update({
         "cupy": cupy, "cupy.cuda": cupy.cuda, "cupy.cuda.runtime": cupy.cuda.runtime,
         "cupy.lib": cupy.lib, "cupy.lib.stride_tricks": cupy.lib.stride_tricks,

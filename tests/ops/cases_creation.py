@@ -66,3 +66,8 @@ CASES = [
     Case("bernoulli_mask", [randn(100, 100).astype(np.float32)], {"p": 0.0},
          check=_keep_rate(0.0), name="keep-all"),
 ]
+
+CASES.append(Case("full_shaped", [np.array([2, 3])], {"static_shape": [-1, 3], "value": 1.5},
+                  ref=lambda shape, static_shape, value: np.full(tuple(shape), value,
+                                                                 "float32"),
+                  grad=False))

@@ -1,0 +1,42 @@
+"""``set_flags`` / ``get_flags``: validation, Paddle's FLAGS_ spelling, and what they set."""
+
+import pytest
+
+from dy2stat import flags
+from dy2stat.kernels import cudnn
+
+
+def test_defaults_and_reading():
+    assert flags.get_flags() == {"cudnn_exhaustive_search": False, "cudnn_deterministic": False,
+                                 "use_cudnn": True}
+    assert flags.get_flags("FLAGS_use_cudnn") == {"FLAGS_use_cudnn": True}
+    assert flags.get_flags(["cudnn_deterministic"]) == {"cudnn_deterministic": False}
+    assert set(flags.describe()) == set(flags.get_flags())
+
+
+def test_setting_reaches_the_cudnn_kernels():
+    flags.set_flags({"cudnn_exhaustive_search": True, "FLAGS_cudnn_deterministic": 1,
+                     "use_cudnn": False})
+    assert cudnn.settings.exhaustive_search is True
+    assert cudnn.settings.deterministic is True
+    assert cudnn.settings.enabled is False
+    assert flags.get_flags("cudnn_exhaustive_search") == {"cudnn_exhaustive_search": True}
+    flags.set_flags({"cudnn_exhaustive_search": False, "cudnn_deterministic": False,
+                     "use_cudnn": True})
+    assert not cudnn.settings.exhaustive_search and cudnn.settings.enabled
+
+
+def test_unknown_flags_and_bad_values_are_errors_naming_them():
+    with pytest.raises(ValueError, match="unknown flag 'cudnn_exhaustive_serch'.*known flags"):
+        flags.set_flags({"cudnn_exhaustive_serch": True})
+    with pytest.raises(ValueError, match="unknown flag 'FLAGS_nope'"):
+        flags.get_flags("FLAGS_nope")
+    with pytest.raises(TypeError, match="'use_cudnn' takes True or False, got 'yes'"):
+        flags.set_flags({"use_cudnn": "yes"})
+    with pytest.raises(TypeError, match="takes a dict"):
+        flags.set_flags([("use_cudnn", True)])
+    # nothing is applied unless every entry is valid
+    with pytest.raises(ValueError):
+        flags.set_flags({"cudnn_exhaustive_search": True, "bogus": 1})
+    assert flags.get_flags("cudnn_exhaustive_search") == {"cudnn_exhaustive_search": False}
+    assert cudnn.settings.exhaustive_search is False
