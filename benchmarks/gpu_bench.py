@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 import dy2stat as d2s
-from dy2stat import jit, nn, static
+from dy2stat import flags, jit, nn, static
 from dy2stat.kernels import backend, cudnn
 from dy2stat.static import InputSpec
 from dy2stat.vision.models import LeNet
@@ -79,13 +79,18 @@ def best_times(machine, fns: dict, calls: int, repeat: int) -> dict:
     return best
 
 
+MISMATCHES: list = []
+
+
 def close(a, b, what, rtol=1e-3):
-    """Results agree relative to their scale (float32 sums in different orders)."""
+    """Results agree relative to their scale (float32 sums in different orders);
+    a disagreement is reported, and the timing goes on."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     scale = max(float(np.abs(b).max()), 1e-6)
-    if not np.allclose(a, b, rtol=rtol, atol=rtol * scale):
-        raise AssertionError(f"{what}: results differ (max diff {np.abs(a - b).max():.3g}, "
-                             f"scale {scale:.3g})")
+    if a.shape != b.shape or not np.allclose(a, b, rtol=rtol, atol=rtol * scale):
+        diff = np.abs(a - b).max() if a.shape == b.shape else "shape"
+        MISMATCHES.append(f"{what}: results differ (max diff {diff}, scale {scale:.3g})")
+        print(f"WARNING {MISMATCHES[-1]}", file=sys.stderr)
 
 
 # ------------------------------------------------------------------ d2l MLP
@@ -292,6 +297,7 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             return 2
         d2s.set_device("gpu")
+        flags.set_flags({"cudnn_exhaustive_search": True})  # no-op without cuDNN
     machine = Machine(gpu=not args.cpu)
     print(describe(machine))
     print(f"MLP: {calls} calls per repeat; train steps: {steps} per repeat; best of {repeat}\n")
@@ -338,6 +344,9 @@ def main(argv=None) -> int:
     for text, ok in checks:
         print(f"  {'n/a   ' if ok is None else 'met   ' if ok else 'MISSED'} {text}")
     results["targets"] = {text: ok for text, ok in checks}
+    results["mismatches"] = MISMATCHES
+    for text in MISMATCHES:
+        print(f"  WARNING {text}")
 
     path = args.json or (os.path.join(os.environ["OUT"], "gpu_bench.json")
                          if os.environ.get("OUT") else None)

@@ -448,11 +448,18 @@ class Function:
             # A 0-d array: NumPy converts a scalar operand on every call.
             zero = mod.const(mod.xp.zeros((), dtype=step.ins[0][0].var.dtype))
             return f"{mod.ufunc('maximum')}({ins[0][0]}, {zero}{out_kw})"
-        if t == "matmul" and not step.attrs["transpose_x"] and not step.attrs["transpose_y"]:
+        if t == "matmul":
             x, y = (v.var for v in step.reads[:2])
             # dot equals matmul on 1-D and 2-D operands, and is faster for small ones.
             two_d = x is not None and y is not None and {len(x.shape), len(y.shape)} <= {1, 2}
-            return f"{mod.ufunc('dot' if two_d else 'matmul')}({ins[0][0]}, {ins[1][0]})"
+            tx, ty = step.attrs["transpose_x"], step.attrs["transpose_y"]
+            if not tx and not ty:
+                return f"{mod.ufunc('dot' if two_d else 'matmul')}({ins[0][0]}, {ins[1][0]})"
+            if two_d and len(x.shape) == 2 and len(y.shape) == 2:
+                # The gradients' transposed products: .T is a view, dot reads it as is.
+                a = f"{ins[0][0]}.T" if tx else ins[0][0]
+                b = f"{ins[1][0]}.T" if ty else ins[1][0]
+                return f"{mod.ufunc('dot')}({a}, {b})"
         return None
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from dy2stat.runtime import dtypes, shapes
+from dy2stat.runtime.ops.math import unbroadcast
 from dy2stat.runtime.registry import Meta, defop
 
 fmt = shapes.fmt
@@ -667,7 +668,7 @@ def _setitem_grad(e, ins, outs, douts, attrs, need):
         extra = len(value.shape) - len(target)
         if extra > 0:  # the value had leading 1-dims that numpy drops
             gv = e("unsqueeze", gv, axis=list(range(extra)))
-        gv = e("sum_to_like", gv, value)
+        gv = unbroadcast(e, gv, value)
     return [gx, gv, None]
 
 
@@ -751,8 +752,8 @@ def _where_grad(e, ins, outs, douts, attrs, need):
     g = douts[0]
     return [
         None,
-        e("sum_to_like", e("where", cond, g, 0.0), x) if need[1] else None,
-        e("sum_to_like", e("where", cond, 0.0, g), y) if need[2] else None,
+        unbroadcast(e, e("where", cond, g, 0.0), x) if need[1] else None,
+        unbroadcast(e, e("where", cond, 0.0, g), y) if need[2] else None,
     ]
 
 
@@ -794,7 +795,7 @@ defop(
     attrs={"shape": []},
     kernel=lambda xp, x, shape: xp.broadcast_to(x, _expand_shape(x.shape, shape)),
     infer=lambda x, shape: Meta(_expand_shape(tuple(x.shape), shape), x.dtype),
-    grad=lambda e, ins, outs, douts, attrs, need: [e("sum_to_like", douts[0], ins[0])],
+    grad=lambda e, ins, outs, douts, attrs, need: [unbroadcast(e, douts[0], ins[0])],
     doc="Broadcast X to shape (broadcast_to); the result is a read-only view.",
 )
 

@@ -24,6 +24,9 @@ def _binary_infer(op, result_dtype=None):
 
 def unbroadcast(e, g, x):
     """The gradient ``g`` of a broadcast result, summed back to ``x``'s shape."""
+    gs, xs = tuple(g.shape), tuple(x.shape)
+    if gs == xs and -1 not in xs:
+        return g  # nothing was broadcast: no op needed
     return e("sum_to_like", g, x)
 
 
@@ -210,6 +213,13 @@ def _cast_grad(e, ins, outs, douts, attrs, need):
     return [e("cast", douts[0], dtype=str(x.dtype))]
 
 
+def _sigmoid_kernel(xp, x):
+    """1 / (1 + exp(-x)), in one buffer (tails keep their tiny values)."""
+    out = xp.asarray(xp.exp(-x))  # a 0-d input gives a scalar: make it writable
+    out += x.dtype.type(1)
+    return xp.reciprocal(out, out=out)
+
+
 _UNARY_FLOAT = {
     "exp": (lambda xp, x: xp.exp(x), _unary_grad(lambda e, x, y: y)),
     "log": (lambda xp, x: xp.log(x), _log_grad),
@@ -219,7 +229,7 @@ _UNARY_FLOAT = {
         _unary_grad(lambda e, x, y: e("scale", e("multiply", y, y), scale=-1.0, bias=1.0)),
     ),
     "sigmoid": (
-        lambda xp, x: 1 / (1 + xp.exp(-x)),
+        _sigmoid_kernel,
         _unary_grad(lambda e, x, y: e("multiply", y, e("scale", y, scale=-1.0, bias=1.0))),
     ),
     "sin": (lambda xp, x: xp.sin(x), _unary_grad(lambda e, x, y: e("cos", x))),

@@ -15,6 +15,7 @@ import numbers
 from dy2stat.kernels import cudnn
 from dy2stat.kernels import nn as nnk
 from dy2stat.runtime import dtypes, shapes
+from dy2stat.runtime.ops.math import unbroadcast
 from dy2stat.runtime.registry import Meta, defop
 
 fmt = shapes.fmt
@@ -562,9 +563,9 @@ def _layer_norm_grad(e, ins, outs, douts, attrs, need):
         gx = e("add", gx, e("multiply", e("scale", xc, scale=2.0),
                             e("mean_grad", dvar, x, **spread)))
     if need[1] and scale is not None:
-        gscale = e("sum_to_like", e("multiply", dy, xhat), scale)
+        gscale = unbroadcast(e, e("multiply", dy, xhat), scale)
     if need[2] and bias is not None:
-        gbias = e("sum_to_like", dy, bias)
+        gbias = unbroadcast(e, dy, bias)
     return [gx, gscale, gbias]
 
 

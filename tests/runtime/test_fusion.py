@@ -13,7 +13,6 @@ with nvcc.
 from __future__ import annotations
 
 import dataclasses
-import time
 import warnings
 
 import numpy as np
@@ -611,24 +610,3 @@ def test_the_host_path_allocates_one_buffer_for_a_chain():
     np.testing.assert_array_equal(x, x_before)  # inputs are never written
     np.testing.assert_array_equal(got, run(p, {"x": x}, [h.name], {})[0])
     assert len(allocated) == 1, allocated
-
-
-def test_benchmark_ten_op_chain(capsys):
-    """Not a pass/fail check: prints the executor's time, unfused vs fused (NumPy)."""
-    p, h = chain(10, (256, 256))
-    fused = fuse_elementwise(p, [h.name])
-    x = {"x": randn(256, 256)}
-    times = {}
-    for name, prog in (("unfused", p), ("fused", fused)):
-        plan = executor.compile(prog, ["x"], [h.name])
-        plan.run(x, Scope())
-        best = float("inf")
-        for _ in range(5):
-            start = time.perf_counter()
-            for _ in range(20):
-                plan.run(x, Scope())
-            best = min(best, (time.perf_counter() - start) / 20)
-        times[name] = best
-    with capsys.disabled():
-        print(f"\n10-op chain [256, 256] float32: unfused {times['unfused'] * 1e6:.0f} us, "
-              f"fused {times['fused'] * 1e6:.0f} us")
