@@ -169,33 +169,21 @@ def _array_of(value, op):
 
 
 def _promote(op, arrays):
-    """Cast the promoted slots to one dtype (DESIGN.md's rules)."""
-    slots = op.promote
-    tensor_dtype = None
-    scalar = None
-    for i in slots:
+    """Cast the promoted slots to one dtype (DESIGN.md's rules).
+
+    Python scalars stay scalars beside tensors (NumPy keeps the tensor's dtype
+    for them); alone, they become arrays of that dtype.
+    """
+    target = dtypes.common_dtype([arrays[i] for i in op.promote])
+    only_scalars = all(arrays[i] is None or type(arrays[i]) in _SCALARS for i in op.promote)
+    for i in op.promote:
         a = arrays[i]
         if a is None:
             continue
         if type(a) in _SCALARS:
-            if scalar is None or isinstance(a, float):
-                scalar = a
-            continue
-        d = a.dtype
-        tensor_dtype = d if tensor_dtype is None else dtypes.promote(tensor_dtype, d)
-    if tensor_dtype is None:
-        # Only Python scalars: they become tensors of their own dtype.
-        for i in slots:
-            a = arrays[i]
-            if type(a) in _SCALARS:
-                arrays[i] = np.asarray(a, dtype=dtypes.scalar_dtype(scalar))
-        return
-    target = tensor_dtype if scalar is None else dtypes.promote_scalar(tensor_dtype, scalar)
-    for i in slots:
-        a = arrays[i]
-        if a is None or type(a) in _SCALARS:
-            continue
-        if a.dtype != target:
+            if only_scalars:
+                arrays[i] = np.asarray(a, dtype=target)
+        elif a.dtype != target:
             arrays[i] = a.astype(target)
 
 

@@ -54,13 +54,13 @@ def _ufunc(name):
 
 
 def _sigmoid(g, dst, args, out, step):
-    """1 / (1 + exp(-x)), as the sigmoid op computes it; in place after the first ufunc."""
+    """1 / (1 + exp(-x)) as the sigmoid op computes it: in one buffer, ending in reciprocal."""
     one = g.const(step.dtype.type(1))
-    neg, exp, add, div = (g.fn(n) for n in ("negative", "exp", "add", "divide"))
+    neg, exp, add, inv = (g.fn(n) for n in ("negative", "exp", "add", "reciprocal"))
     if not g.array:  # 0-d: NumPy gives scalars, which cannot be written into
-        return [f"{dst} = {div}({one}, {add}({exp}({neg}({args[0]})), {one}))"]
+        return [f"{dst} = {inv}({add}({exp}({neg}({args[0]})), {one}))"]
     return [f"{dst} = {neg}({args[0]}{g.out(out)})", f"{exp}({dst}, out={dst})",
-            f"{add}({dst}, {one}, out={dst})", f"{div}({one}, {dst}, out={dst})"]
+            f"{add}({dst}, {one}, out={dst})", f"{inv}({dst}, out={dst})"]
 
 
 def _relu(g, dst, args, out, step):

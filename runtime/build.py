@@ -66,23 +66,7 @@ def _promote(block, op, inputs):
     """Scalars become constants and promoted slots get one dtype (DESIGN.md rules)."""
     if not op.promote:
         return [_constant_or_value(block, v) for v in inputs]
-    tensor_dtype, scalar = None, None
-    for i in op.promote:
-        v = inputs[i]
-        if v is None:
-            continue
-        if type(v) in _SCALARS:
-            if scalar is None or isinstance(v, float):
-                scalar = v
-        else:
-            tensor_dtype = (v.dtype if tensor_dtype is None
-                            else dtypes.promote(tensor_dtype, v.dtype))
-    if tensor_dtype is None:
-        target = dtypes.scalar_dtype(scalar)
-    elif scalar is None:
-        target = tensor_dtype
-    else:
-        target = dtypes.promote_scalar(tensor_dtype, scalar)
+    target = dtypes.common_dtype([inputs[i] for i in op.promote])
     result = list(inputs)
     for i in op.promote:
         v = result[i]

@@ -82,3 +82,23 @@ def promote_scalar(tensor_dtype: np.dtype, value) -> np.dtype:
     if tensor_dtype in FLOATS:
         return tensor_dtype
     return float32
+
+
+_PYTHON_SCALARS = (int, float, bool)
+
+
+def common_dtype(operands):
+    """The dtype that promoted operands (tensors, or anything with ``.dtype``, and
+    Python scalars) take together; None when there are none."""
+    tensor_dtype, scalar = None, None
+    for v in operands:
+        if v is None:
+            continue
+        if type(v) in _PYTHON_SCALARS:
+            if scalar is None or isinstance(v, float):
+                scalar = v
+        else:
+            tensor_dtype = v.dtype if tensor_dtype is None else promote(tensor_dtype, v.dtype)
+    if tensor_dtype is None:
+        return None if scalar is None else scalar_dtype(scalar)
+    return tensor_dtype if scalar is None else promote_scalar(tensor_dtype, scalar)

@@ -206,16 +206,18 @@ class _Verifier:
         part = f"attrs.{key}"
         if isinstance(default, str):
             if not isinstance(value, str):
-                self.fail(block, i, op, part, f"expected a variable name, got {_kind(value)}")
+                self.fail(block, i, op, part,
+                          f"expected a variable name, got {describe_kind(value)}")
             names, parts = ([value], [part]) if value else ([], [])
         else:
             if not isinstance(value, list):
                 self.fail(block, i, op, part,
-                          f"expected a list of variable names, got {_kind(value)}")
+                          f"expected a list of variable names, got {describe_kind(value)}")
             names, parts = value, [f"{part}[{j}]" for j in range(len(value))]
         for name, p in zip(names, parts):
             if not isinstance(name, str) or not name:
-                self.fail(block, i, op, p, f"expected a variable name, got {_kind(name)}")
+                self.fail(block, i, op, p,
+                          f"expected a variable name, got {describe_kind(name)}")
             if not any(name in b.vars for b in self.blocks):
                 self.fail(block, i, op, p, f"variable {name!r} is not declared in any block")
             if key.endswith(_ARG_SUFFIX):
@@ -543,7 +545,8 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _kind(value) -> str:
+def describe_kind(value) -> str:
+    """How error messages name a JSON-like value's kind: 'a list', 'null', ..."""
     if value is None:
         return "null"
     if isinstance(value, bool):

@@ -39,7 +39,8 @@ def test_gpu_check_install_steps_stage_an_importable_package(tmp_path):
 
 def test_gpu_bench_dry_run_on_the_cpu(tmp_path):
     out = tmp_path / "bench.json"
-    result = run([sys.executable, "benchmarks/gpu_bench.py", "--cpu", "--json", str(out)])
+    result = run([sys.executable, "benchmarks/gpu_bench.py", "--cpu", "--calls", "1",
+                  "--steps", "1", "--json", str(out)])
     assert result.returncode == 0, result.stdout + result.stderr
     assert "d2l MLP forward" in result.stdout and "LeNet, batch 64" in result.stdout
     assert "static >= 2x faster than eager, d2l MLP batch 1" in result.stdout
