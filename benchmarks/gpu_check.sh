@@ -12,7 +12,7 @@
 # with runtime/ and kernels/ placed as dy2stat/runtime and dy2stat/kernels
 # (what pyproject's package-dir mapping does) is used instead.
 #
-# Environment: OUT (where logs and results go; default ./gpu_check_out),
+# Environment: OUT (where logs and results go; default $D2S_WORK/out),
 # PYTHON (default python3), D2S_INSTALL=auto|pip|stage (default auto),
 # D2S_WORK (scratch folder; default /tmp/d2s-gpu-check), BENCH_ARGS (extra
 # arguments for gpu_bench.py).
@@ -21,8 +21,8 @@ set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-python3}"
-OUT="${OUT:-$ROOT/gpu_check_out}"
 WORK="${D2S_WORK:-/tmp/d2s-gpu-check}"
+OUT="${OUT:-$WORK/out}"
 SITE="$WORK/site"
 MODE="${D2S_INSTALL:-auto}"
 INSTALL_ONLY=0
@@ -61,7 +61,7 @@ stage() {  # a copy laid out the way the installed package is
     local dst="$WORK/src"
     rm -rf "$dst" && mkdir -p "$dst" || return 1
     (cd "$ROOT" && tar --exclude=.git --exclude=.whl --exclude='__pycache__' \
-        --exclude=gpu_check_out -cf - .) | (cd "$dst" && tar -xf -) || return 1
+        -cf - .) | (cd "$dst" && tar -xf -) || return 1
     rm -rf "$dst/dy2stat/runtime" "$dst/dy2stat/kernels"
     cp -r "$ROOT/runtime" "$dst/dy2stat/runtime" && cp -r "$ROOT/kernels" "$dst/dy2stat/kernels"
     export PYTHONPATH="$dst:$PYTHONPATH"

@@ -22,6 +22,7 @@ from dy2stat.creation import (
     zeros_like,
 )
 from dy2stat.device import get_device, is_compiled_with_cuda, set_device
+from dy2stat.flags import get_flags, set_flags
 from dy2stat.hapi import Model
 from dy2stat.jit import ProgramTranslator, TracedLayer, declarative, to_static
 from dy2stat.ops import *  # noqa: F403

@@ -2,9 +2,10 @@
 
 Each kernel takes the arguments of its generic twin in ``kernels.conv`` and
 returns ``NotImplemented`` when cuDNN cannot take the call: this CuPy has no
-cuDNN, a dtype cuDNN lacks (only float16/32/64), or a ``ceil_mode`` window
-that reaches past the padding. The op table in ``runtime/ops/nn.py`` then
-runs the generic kernel (im2col + a cuBLAS batched matmul on CuPy).
+cuDNN, a dtype cuDNN lacks (only float16/32/64), a ``ceil_mode`` window that
+reaches past the padding, or cuDNN refusing the case (``CuDNNError``). The op
+table in ``runtime/ops/nn.py`` then runs the generic kernel (im2col + a
+cuBLAS batched matmul on CuPy).
 
 CuPy up to v13 wraps cuDNN as ``cupy.cudnn`` (``convolution_forward``,
 ``convolution_backward_data``, ``convolution_backward_filter``,
@@ -93,6 +94,16 @@ def _usable(xp, *arrays) -> bool:
     return dtype in _FLOATS and all(a.dtype == dtype for a in arrays)
 
 
+def _run(function, *args, **kwargs):
+    """Call a cupy.cudnn function; a case cuDNN refuses (CuDNNError) goes to the generic
+    kernel instead."""
+    _, lib = _cudnn()
+    try:
+        return function(*args, **kwargs)
+    except getattr(lib, "CuDNNError", ()):
+        return NotImplemented
+
+
 def _auto_tune(kind, x_shape, w_shape, dtype, device, conv) -> bool:
     if not settings.exhaustive_search:
         return False
@@ -114,8 +125,9 @@ def conv2d(xp, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
     y = xp.empty((x.shape[0], w.shape[0], oh, ow), dtype=x.dtype)
     conv = (padding, stride, dilation, groups)
     tune = _auto_tune("forward", x.shape, w.shape, x.dtype, x.device.id, conv)
-    api.convolution_forward(x, w, None, y, *conv, auto_tune=tune, tensor_core="auto")
-    return y
+    done = _run(api.convolution_forward, x, w, None, y, *conv, auto_tune=tune,
+                tensor_core="auto")
+    return NotImplemented if done is NotImplemented else y
 
 
 def conv2d_grad_input(
@@ -134,9 +146,9 @@ def conv2d_grad_input(
     dx = xp.empty(x_shape, dtype=dy.dtype)
     conv = (padding, stride, dilation, groups)
     tune = _auto_tune("backward_data", x_shape, w.shape, dy.dtype, dy.device.id, conv)
-    api.convolution_backward_data(w, dy, None, dx, *conv, deterministic=settings.deterministic,
-                                  auto_tune=tune, tensor_core="auto")
-    return dx
+    done = _run(api.convolution_backward_data, w, dy, None, dx, *conv,
+                deterministic=settings.deterministic, auto_tune=tune, tensor_core="auto")
+    return NotImplemented if done is NotImplemented else dx
 
 
 def conv2d_grad_filter(
@@ -155,9 +167,9 @@ def conv2d_grad_filter(
     dw = xp.empty(w_shape, dtype=x.dtype)
     conv = (padding, stride, dilation, groups)
     tune = _auto_tune("backward_filter", x.shape, w_shape, x.dtype, x.device.id, conv)
-    api.convolution_backward_filter(x, dy, dw, *conv, deterministic=settings.deterministic,
-                                    auto_tune=tune, tensor_core="auto")
-    return dw
+    done = _run(api.convolution_backward_filter, x, dy, dw, *conv,
+                deterministic=settings.deterministic, auto_tune=tune, tensor_core="auto")
+    return NotImplemented if done is NotImplemented else dw
 
 
 # -------------------------------------------------------------------- pooling
@@ -184,7 +196,7 @@ def _pool_forward(xp, x, mode, kernel_size, stride, padding, ceil_mode):
     api, _ = _cudnn()
     k, s, pad, out_shape = args
     y = xp.empty(out_shape, dtype=x.dtype)
-    return api.pooling_forward(x, y, k, s, pad, mode)
+    return _run(api.pooling_forward, x, y, k, s, pad, mode)
 
 
 def _max_mode(lib):
@@ -214,7 +226,7 @@ def max_pool2d_grad(xp, x, y, dy, kernel_size, stride=None, padding=0, ceil_mode
         return NotImplemented
     api, lib = _cudnn()
     k, s, pad, _ = args
-    return api.pooling_backward(x, y, dy, k, s, pad, _max_mode(lib))
+    return _run(api.pooling_backward, x, y, dy, k, s, pad, _max_mode(lib))
 
 
 def avg_pool2d(xp, x, kernel_size, stride=None, padding=0, ceil_mode=False, exclusive=True):
@@ -241,5 +253,7 @@ def avg_pool2d_grad(
         return NotImplemented
     api, _ = _cudnn()
     k, s, pad, out_shape = args
-    y = api.pooling_forward(x, xp.empty(out_shape, dtype=x.dtype), k, s, pad, mode)
-    return api.pooling_backward(x, y, dy, k, s, pad, mode)
+    y = _run(api.pooling_forward, x, xp.empty(out_shape, dtype=x.dtype), k, s, pad, mode)
+    if y is NotImplemented:
+        return NotImplemented
+    return _run(api.pooling_backward, x, y, dy, k, s, pad, mode)

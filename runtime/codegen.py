@@ -63,7 +63,7 @@ _IN_PLACE = frozenset(_BINARY) | frozenset(_UNARY) | {"relu"}
 # Ops whose output is always a new buffer that nothing else references (a
 # whitelist: reshape, transpose, getitem, expand, cast, sum_to_like, ... may
 # return views of their input or the input itself).
-_ALLOCATING = _IN_PLACE | {"matmul", "full", "full_like", "assign"}
+_ALLOCATING = _IN_PLACE | {"matmul", "full", "full_like", "assign", "fused_elementwise"}
 
 
 def _pred(value) -> bool:

@@ -764,6 +764,7 @@ defop(
     infer=_where_infer,
     grad=_where_grad,
     no_grad=("Cond",),
+    elementwise=True,
     promote=(1, 2),
 )
 

@@ -48,6 +48,10 @@ def fuse_elementwise(program: Program, keep=()) -> Program:
     """``program`` with its elementwise groups fused (see the module doc)."""
     result = clone_program(program)
     keep = {_name(n) for n in keep}
+    for name in keep:
+        if not any(name in block.vars for block in result.blocks):
+            raise ValueError(f"fuse_elementwise: {name!r} (in keep) is not a variable of the "
+                             "program")
     ctx = _Context(result, keep)
     for block in result.blocks:
         _fuse_block(ctx, block)

@@ -8,7 +8,9 @@ beside them raises ``TypeError``, and only ``asarray``/``array``/``asnumpy``
 cross between host and "device". There is no ``cupy.cudnn`` (as in CuPy 14)
 unless ``install(cudnn=True)``: then ``cupy.cudnn`` has CuPy 13's convolution
 and pooling functions (same signatures, computed with dy2stat's generic
-kernels) and ``calls`` records each call.
+kernels), ``calls`` records each call, and a dilated forward convolution
+raises ``CuDNNError`` (as cuDNN does for a case it does not support), so the
+fallback to the generic kernel runs too.
 
 It checks dy2stat's device plumbing (placement, copies, errors, executors,
 the arguments given to cuDNN), not CuPy or cuDNN themselves: run the ``gpu``
@@ -190,6 +192,10 @@ calls: list = []  # (function name, auto_tune or mode) per cuDNN call
 _MAX, _AVG_INCLUDE, _AVG_EXCLUDE, _MAX_DETERMINISTIC = 0, 1, 2, 3
 
 
+class CuDNNError(RuntimeError):
+    pass
+
+
 def _check_conv_args(name, arrays, out, params):
     for a in arrays:
         if not isinstance(a, ndarray) or a.dtype.char not in "efd":
@@ -206,6 +212,8 @@ def convolution_forward(x, W, b, y, pad, stride, dilation, groups, *, auto_tune,
     from dy2stat.kernels import conv
 
     _check_conv_args("convolution_forward", (x, W), y, (pad, stride, dilation))
+    if dilation != (1, 1):
+        raise CuDNNError("CUDNN_STATUS_NOT_SUPPORTED (the fake refuses dilation)")
     calls.append(("convolution_forward", auto_tune))
     _base(y)[...] = conv.conv2d(np, _base(x), _base(W), stride, pad, dilation, groups)
 
@@ -266,7 +274,7 @@ def _cudnn_modules():
     lib = _module("cupy.cuda.cudnn", CUDNN_POOLING_MAX=_MAX,
                   CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING=_AVG_INCLUDE,
                   CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING=_AVG_EXCLUDE,
-                  CUDNN_POOLING_MAX_DETERMINISTIC=_MAX_DETERMINISTIC)
+                  CUDNN_POOLING_MAX_DETERMINISTIC=_MAX_DETERMINISTIC, CuDNNError=CuDNNError)
     return api, lib
 
 

@@ -523,6 +523,12 @@ def test_a_malformed_fused_op_fails_verify(expr, message):
         verify(p)
 
 
+def test_keep_names_variables_of_the_program():
+    prog = dag()
+    with pytest.raises(ValueError, match="'nope' \\(in keep\\) is not a variable"):
+        fuse_elementwise(prog.program, ["nope"])
+
+
 def test_the_pass_registry():
     assert PASSES["fuse_elementwise"] is fuse_elementwise
     prog = mlp()
