@@ -10,12 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from dy2stat.runtime.ir import Program
+from dy2stat.runtime.passes.constant_folding import fold_constants
+from dy2stat.runtime.passes.cse import eliminate_common_subexpressions
 from dy2stat.runtime.passes.fusion import fuse_elementwise
 from dy2stat.runtime.prune import dead_code_elimination
 
-__all__ = ["PASSES", "dead_code_elimination", "fuse_elementwise", "run_passes"]
+__all__ = ["PASSES", "dead_code_elimination", "eliminate_common_subexpressions",
+           "fold_constants", "fuse_elementwise", "run_passes"]
 
 PASSES: dict[str, Callable[..., Program]] = {
+    "fold_constants": fold_constants,
+    "eliminate_common_subexpressions": eliminate_common_subexpressions,
     "dead_code_elimination": dead_code_elimination,
     "fuse_elementwise": fuse_elementwise,
 }

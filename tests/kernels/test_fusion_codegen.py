@@ -128,7 +128,7 @@ def inputs_for(op, in_dtypes, shapes):
 SHAPES = {1: [(3, 4)], 2: [(3, 4), (4,)], 3: [(3, 1), (3, 4), (4,)]}
 
 
-@pytest.mark.parametrize("op, dtype, ref, attrs, arity", cases())
+@pytest.mark.parametrize("op, dtype, ref, attrs, arity", list(cases()))
 def test_evaluate_matches_numpy(xp, op, dtype, ref, attrs, arity):
     expr, in_dtypes = single(op, dtype, attrs, arity)
     host = inputs_for(op, in_dtypes, SHAPES[arity])
@@ -286,7 +286,7 @@ def test_every_generated_kernel_compiles_with_nvcc(tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("op, dtype, ref, attrs, arity", cases())
+@pytest.mark.parametrize("op, dtype, ref, attrs, arity", list(cases()))
 def test_the_cuda_kernel_matches_evaluate(op, dtype, ref, attrs, arity):
     cp = backend.cupy
     expr, in_dtypes = single(op, dtype, attrs, arity)
