@@ -62,7 +62,7 @@ GRAD_SUFFIX = "@GRAD"
 _NAME_ATTRS = {
     "true_outs": "true_block", "false_outs": "false_block",
     "cond_args": "cond_block", "cond_out": "cond_block",
-    "body_args": "body_block", "body_outs": "body_block",
+    "body_args": "body_block", "body_outs": "body_block", "saved": "body_block",
     "grad_args": "grad_block", "grad_outs": "grad_block", "grad_inputs": "grad_block",
 }
 
@@ -468,6 +468,30 @@ def _carries(program, op: Operator, fwd_block: Block) -> str:
     return var.name
 
 
+def _saved_values(program, body: Block, gblock: Block, yielded) -> list[str]:
+    """The body values the gradient block reads: the forward loop saves them.
+
+    Every output of an op that defines one is saved (so no op is half
+    recomputed); values written to the scope are left to recomputation.
+    """
+    read = set(yielded) | _reads(program, gblock)
+    saved = []
+    for op in body.ops:
+        names = op.output_names()
+        if read & set(names) and not any(body.var(n).persistable for n in names):
+            saved += names
+    return saved
+
+
+def _reads(program, block: Block) -> set:
+    names = set()
+    for op in block.ops:
+        names.update(op.input_names())
+        for idx in op.sub_blocks():
+            names |= _reads(program, program.blocks[idx])
+    return names
+
+
 def _while_grad(program, op, fwd_block, emit_block, grads: _Grads, req: set) -> None:
     e = BlockEmitter(emit_block)
     xs = list(op.inputs.get("X", []))
@@ -508,6 +532,11 @@ def _while_grad(program, op, fwd_block, emit_block, grads: _Grads, req: set) -> 
         g = sub.get(n) if w else None
         grad_inputs.append(_zeros_like(ge, var) if g is None else _as_dtype(ge, g, var))
 
+    saved = _saved_values(program, body, gblock, [g.name for g in grad_outs + grad_inputs])
+    # A second gradient of the same loop extends the list: entries keep their order.
+    earlier = list(op.attrs.get("saved", []))
+    op.attrs["saved"] = earlier + [n for n in saved if n not in earlier]
+    program.bump()
     douts = [grads.get(n) if n in grads else _zeros_like(e, emit_block.var(n)) for n in outs]
     dx = [emit_block.create_var(v.shape, v.dtype, name=program.unique_name(n + GRAD_SUFFIX))
           for n in xs for v in [emit_block.var(n)]]
@@ -517,7 +546,8 @@ def _while_grad(program, op, fwd_block, emit_block, grads: _Grads, req: set) -> 
         "while_grad",
         {"Carries": [carries], "Input": captured, "DOut": [d.name for d in douts]},
         {"DX": [v.name for v in dx], "DInput": [v.name for v in dinput]},
-        {"body_block": body.idx, "body_args": body_args, "grad_block": gblock.idx,
+        {"body_block": body.idx, "body_args": body_args, "saved": saved,
+         "grad_block": gblock.idx,
          "grad_args": [g.name for g in grad_args], "grad_outs": [g.name for g in grad_outs],
          "grad_inputs": [g.name for g in grad_inputs]},
     ))

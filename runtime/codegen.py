@@ -250,8 +250,9 @@ class Function:
             bad = {k: c for k, c in counts.items() if c != n}
             if bad:
                 raise ValueError(f"{where}: {n} carried values (X) but {bad}")
+            saved = list(attrs.get("saved", [])) if op.outputs.get("Carries") else []
             return [sub("cond_block", attrs["cond_args"], [attrs["cond_out"]], single=True),
-                    sub("body_block", attrs["body_args"], attrs["body_outs"])]
+                    sub("body_block", attrs["body_args"], list(attrs["body_outs"]) + saved)]
         # while_grad: the body (recomputed from a saved carry), then its gradient block.
         body, grad = block("body_block"), block("grad_block")
         n_grads = len(op.inputs.get("DOut", []))
@@ -262,9 +263,13 @@ class Function:
         if len(attrs["grad_inputs"]) != len(op.outputs.get("DInput", [])):
             raise ValueError(f"{where}: grad_inputs and DInput differ in length")
         outs = list(attrs["grad_outs"]) + list(attrs["grad_inputs"])
-        ops = _needed_ops(mod.program, list(body.ops) + list(grad.ops), outs, grad)
-        return [sub("grad_block", list(attrs["body_args"]) + list(attrs["grad_args"]), outs,
-                    ops=ops, extra=[body])]
+        saved = set(attrs.get("saved", []))
+        # Body ops whose values the forward loop saved are not run again.
+        recompute = [o for o in body.ops if not o.output_names() or not set(o.output_names())
+                     <= saved]
+        ops = _needed_ops(mod.program, recompute + list(grad.ops), outs, grad)
+        args = list(attrs["body_args"]) + list(attrs.get("saved", [])) + list(attrs["grad_args"])
+        return [sub("grad_block", args, outs, ops=ops, extra=[body])]
 
     # -------------------------------------------------------------- codegen
 
@@ -402,15 +407,26 @@ class Function:
             if stack:
                 lines.append(f"    {stack} = []")
             lines.append(f"    while _pred({cond}):")
-            if stack:
+            n_saved = len(op.attrs.get("saved", [])) if stack else 0
+            if stack and n_saved:
+                # The body also returns the values the gradient reads: save them too.
+                res = f"_r{step.index}"
+                lines.append(f"        {res} = {body}")
+                lines.append(f"        {stack}.append({_tuple(carried)} + "
+                             f"{res}[{len(carried)}:])")
+                lines.append(f"        {_targets(carried)}{res}[:{len(carried)}]")
+            elif stack:
                 lines.append(f"        {stack}.append({_tuple(carried)})")
-            lines.append(f"        {_targets(carried)}{body}")
+                lines.append(f"        {_targets(carried)}{body}")
+            else:
+                lines.append(f"        {_targets(carried)}{body}")
             return lines
         if t == "while_grad":
             ((fn, free),) = step.subs
             sources = _dinput_sources(op, self.lookup)
             runner = mod.const(_while_grad_runner(
-                mod.ns, fn.name, len(step.ins[2]),
+                mod.ns, fn.name, len(op.attrs["body_args"]) + len(op.attrs.get("saved", [])),
+                len(step.ins[2]),
                 [v.var.dtype if v.var is not None else None for v in step.outs[1]], mod.xp),
                 "while_grad_")
             inputs = _tuple([ins[1][k] for k in sources])
@@ -573,15 +589,16 @@ def _dinput_sources(op: Operator, lookup) -> list[int]:
     raise ValueError(f"while_grad: {n} DInput for {len(floats)} float captured inputs")
 
 
-def _while_grad_runner(ns: dict, fn_name: str, n_grads: int, dtypes: list, xp):
-    """The reverse loop of a while: pop each saved carry, recompute, apply the gradient."""
+def _while_grad_runner(ns: dict, fn_name: str, n_entry: int, n_grads: int, dtypes: list, xp):
+    """The reverse loop of a while: pop each saved entry (carry, then saved values;
+    a later gradient of the same loop may have appended more), apply the gradient."""
     n_in = len(dtypes)
 
     def while_grad(S, stack, inputs, douts, *free):
         fn = ns[fn_name]
         grads, acc = douts, [None] * n_in
-        for carry in reversed(stack):
-            res = fn(S, *carry, *grads, *free)
+        for entry in reversed(stack):
+            res = fn(S, *entry[:n_entry], *grads, *free)
             grads = res[:n_grads]
             for j in range(n_in):
                 g = res[n_grads + j]

@@ -17,14 +17,18 @@ while
             body_block: reads body_args (carried), yields body_outs
             cond_args, cond_out, body_args, body_outs
     When the Carries output is present the loop pushes each iteration's
-    carried values onto it (a stack the backward loop pops).
+    carried values onto it (a stack the backward loop pops), followed by the
+    body values named in ``saved`` (those the gradient reads), so the
+    backward loop need not recompute them.
 while_grad
     inputs  Carries=[stack], Input=[captured], DOut=[grads of Out]
     outputs DX=[grads of X], DInput=[grads of the float captured inputs]
-    attrs   body_block, body_args (as in the forward while), grad_block (runs
-            after body_block in the same scope; reads grad_args bound to the
-            output gradients of one iteration, yields grad_outs for the
-            carried inputs and grad_inputs for the captured ones).
+    attrs   body_block, body_args, saved (as in the forward while: each stack
+            entry binds body_args then saved; the body ops that define saved
+            values are not run again), grad_block (runs after body_block in
+            the same scope; reads grad_args bound to the output gradients of
+            one iteration, yields grad_outs for the carried inputs and
+            grad_inputs for the captured ones).
 
 Executors run these ops themselves (the kernels here are never called);
 inference of their outputs is done when the op is built, from the branches.
@@ -52,7 +56,7 @@ defop(
     inputs=("X*", "Input*"),
     outputs=("Out*", "Carries*"),
     attrs={"cond_block": -1, "body_block": -1, "cond_args": [], "cond_out": "",
-           "body_args": [], "body_outs": []},
+           "body_args": [], "body_outs": [], "saved": []},
     kernel=_built_by_frontend,
     infer=_built_by_frontend,
     doc="while cond_block(carried): carried = body_block(carried).",
@@ -61,8 +65,8 @@ defop(
     "while_grad",
     inputs=("Carries*", "Input*", "DOut*"),
     outputs=("DX*", "DInput*"),
-    attrs={"body_block": -1, "body_args": [], "grad_block": -1, "grad_args": [],
-           "grad_outs": [], "grad_inputs": []},
+    attrs={"body_block": -1, "body_args": [], "saved": [], "grad_block": -1,
+           "grad_args": [], "grad_outs": [], "grad_inputs": []},
     kernel=_built_by_frontend,
     infer=_built_by_frontend,
     doc="Reverse pass of a while loop over its saved carries.",
