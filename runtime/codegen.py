@@ -34,6 +34,7 @@ import copy
 import functools
 import inspect
 import itertools
+import math
 from collections import defaultdict
 
 from dy2stat.runtime import shapes
@@ -532,7 +533,10 @@ def _keeps_shape(shape, others, out_shape) -> bool:
 
 
 def _same(a, b) -> bool:
+    """An attr equal to the kernel's default (so it need not be bound); -0.0 is not 0.0."""
     try:
+        if type(a) is float and type(b) is float:
+            return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
         return type(a) is type(b) and bool(a == b)
     except Exception:
         return False

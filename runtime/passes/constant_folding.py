@@ -148,8 +148,6 @@ def _uniform_value(a: np.ndarray):
         value = a.dtype.type(0).item()
     else:
         value = a.reshape(-1)[0].item()
-    if value == 0 and np.signbit(value):
-        return None  # the executor binds value=-0.0 as full's default 0.0 (codegen._bind)
     rebuilt = np.full(a.shape, value, dtype=a.dtype)
     return value if rebuilt.tobytes() == np.ascontiguousarray(a).tobytes() else None
 

@@ -12,7 +12,7 @@ part. Blocks are never merged with each other.
 
 A duplicate is removed and every later read of its outputs, in its block,
 in sub-blocks and in control-flow attrs (``true_outs``, ``body_outs``,
-``cond_out`` ...) reads the first op's outputs instead. An output named in
+``cond_out``, ``saved`` ...) reads the first op's outputs instead. An output named in
 ``keep`` (pass the fetch names) survives: the duplicate becomes an
 ``assign`` from the first op's output.
 """
@@ -166,7 +166,9 @@ def _rename(op: Operator, renamed: dict) -> None:
         if isinstance(value, str):
             op.attrs[key] = _resolve(value, renamed)
         elif isinstance(value, list):
-            op.attrs[key] = [_resolve(v, renamed) if isinstance(v, str) else v for v in value]
+            value = [_resolve(v, renamed) if isinstance(v, str) else v for v in value]
+            # A while and its while_grad list the same saved values: each saved once.
+            op.attrs[key] = list(dict.fromkeys(value)) if key == "saved" else value
 
 
 def _writes(program: Program, op: Operator) -> set:

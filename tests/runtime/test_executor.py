@@ -510,3 +510,11 @@ def test_mlp_and_while_on_cupy():
     x_out, da = Executor(xp=cp).run(wp, feeds, ["x_out", "da"], Scope())
     np.testing.assert_allclose(cp.asnumpy(x_out), [8.0, 8.0])
     np.testing.assert_allclose(cp.asnumpy(da), [12.0, 12.0])
+
+
+def test_a_negative_zero_attr_is_not_taken_for_the_default():
+    p = Program()
+    g = p.global_block()
+    out = build.append(g, "full", [], {"shape": [2], "value": -0.0, "dtype": "float32"})
+    (value,) = executor.compile(p, [], [out.name]).run({}, Scope())
+    assert np.signbit(value).all()

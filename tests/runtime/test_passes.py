@@ -159,10 +159,12 @@ def test_edge_values_fold_bit_for_bit_and_save():
              add(g, "add", full(g, 2**62, (), "int64"), 1).name,
              add(g, "less_than", zero, inf).name, add(g, "concat", [zero, zero]).name]
     out = check(fold_constants, p, fetch, [{}])
-    # -0.0 stays computed: codegen binds a full of -0.0 as one of the default 0.0.
-    assert types(out) == ["full", "full", "neg", "full", "full", "full", "full"]
-    values = [op.attrs.get("value") for op in out.global_block().ops]
-    assert values[1] == np.inf and np.isnan(values[3]) and values[4] == 2**62 + 1
+    # -0.0 folds too: the executor keeps its sign (a -0.0 attr is not the default 0.0).
+    assert types(out) == ["full", "full", "full", "full", "full", "full"]
+    assert np.signbit(run(out, {}, fetch, {})[0]).all()
+    values = {op.output_names()[0]: op.attrs.get("value") for op in out.global_block().ops}
+    assert values[fetch[1]] == np.inf and np.isnan(values[fetch[2]])
+    assert values[fetch[3]] == 2**62 + 1
     text = serialize.program_to_json(out, [], fetch)
     loaded, _, _ = serialize.program_from_json(text)
     assert str(loaded) == str(out)
@@ -271,6 +273,24 @@ def test_cse_on_a_static_frontend_program_with_cond():
     out = check(eliminate_common_subexpressions, main, fetch, feeds)
     assert len(types(main)) == 10 and len(types(out)) == 6
     assert len(types(main, 1)) == 3 and types(out, 1) == ["exp", "multiply"]
+
+
+def test_cse_in_a_loop_body_with_backward_renames_the_saved_values():
+    main, startup = Program(), Program()
+    with d2s.static.program_guard(main, startup), framework.static_guard(True):
+        x = d2s.static.data("x", [3], "float32")
+        n = d2s.static.data("n", [], "int64")
+        _, h = d2s.static.nn.while_loop(lambda i, h: i < n,
+                                        lambda i, h: (i + 1, d2s.tanh(h) * d2s.tanh(h) + h),
+                                        [d2s.zeros([], "int64"), x])
+        loss = h.sum()
+        (gx,) = d2s.static.gradients([loss], [x])
+    feeds = [{"x": randn(3), "n": np.array(k)} for k in (0, 3)]
+    out = check(eliminate_common_subexpressions, main, [loss.name, gx.name], feeds)
+    saved = [op.attrs["saved"] for op in main.all_ops() if op.type in ("while", "while_grad")]
+    assert saved[0] == saved[1] and len(saved[0]) == 2  # both tanh values
+    saved = [op.attrs["saved"] for op in out.all_ops() if op.type in ("while", "while_grad")]
+    assert saved[0] == saved[1] and len(saved[0]) == 1  # one tanh, saved once
 
 
 # ------------------------------------------------------------ corpus, registry
