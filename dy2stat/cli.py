@@ -20,9 +20,8 @@ import numpy as np
 
 import dy2stat
 from dy2stat import demo, program_view
-from dy2stat.dy2static import origin, parser, transformer
+from dy2stat.dy2static import convert, origin, parser, transformer
 from dy2stat.dy2static.errors import Dy2StaticError
-from dy2stat.dy2static.passes import PASSES
 from dy2stat.runtime import serialize
 from dy2stat.static import InputSpec
 
@@ -137,8 +136,7 @@ def _convert(node, path: str, lines: list[str], scope) -> tuple[str, str]:
                              lines, node.name)
     ctx = transformer.Context.for_function(node, scope, info)
     try:
-        for step in PASSES:
-            node = step.transform(node, ctx)
+        node = convert.run_passes(node, ctx, node.name, info)
     except Dy2StaticError as exc:
         where = f"{exc.filename or path}:{exc.lineno}" if exc.lineno else path
         problem = " ".join(exc.problem.split()).rstrip(".")

@@ -108,12 +108,8 @@ def convert_to_static(fn):
     return converted
 
 
-def translate(fn, passes=PASSES) -> Translation:
-    """Convert the source of `fn` with `passes` (cached by code object for the full list)."""
-    node, info = parser.parse_function(fn)
-    ctx = transformer.Context.for_function(node, fn, info)
-    if isinstance(node, gast.Lambda):
-        node = _as_def(node, ctx.namer.new("lambda"))
+def run_passes(node, ctx, qualname: str, info, passes=PASSES):
+    """Run ``passes`` in order on a parsed def (the one pass loop: the CLI uses it too)."""
     for index, step in enumerate(passes, 1):
         name = step.__name__.rpartition(".")[2]
         try:
@@ -121,12 +117,22 @@ def translate(fn, passes=PASSES) -> Translation:
         except ConversionError:
             raise
         except Exception as e:  # a bug of ours: say where it struck
-            _add_note(e, f"dy2stat: in pass {name}, converting {fn.__qualname__} "
+            _add_note(e, f"dy2stat: in pass {name}, converting {qualname} "
                          f"({info.filename}:{info.lineno})")
             raise
         if _settings["code_level"] >= index:
-            print(f"# dy2stat: {fn.__qualname__} after pass {index} ({name}):\n"
+            print(f"# dy2stat: {qualname} after pass {index} ({name}):\n"
                   f"{parser.unparse(node)}", file=sys.stderr)
+    return node
+
+
+def translate(fn, passes=PASSES) -> Translation:
+    """Convert the source of `fn` with `passes` (cached by code object for the full list)."""
+    node, info = parser.parse_function(fn)
+    ctx = transformer.Context.for_function(node, fn, info)
+    if isinstance(node, gast.Lambda):
+        node = _as_def(node, ctx.namer.new("lambda"))
+    node = run_passes(node, ctx, fn.__qualname__, info, passes)
     source, source_map = parser.unparse_with_source_map(node)
     code = _compile(node, fn, info.filename, ctx.helpers)
     error_map.register(code)
