@@ -380,9 +380,12 @@ class _Verifier:
             yielded("false_outs", run("false_block"), "false_block")
         elif op.type == "while":
             yielded("cond_out", run("cond_block", a["cond_args"]), "cond_block")
-            yielded("body_outs", run("body_block", a["body_args"]), "body_block")
+            body = run("body_block", a["body_args"])
+            yielded("body_outs", body, "body_block")
+            yielded("saved", body, "body_block")
         else:  # while_grad: the body recomputed, then the gradient block in its scope
             body = run("body_block", a["body_args"])
+            yielded("saved", body, "body_block")
             grad = run("grad_block", a["grad_args"], entry=body)
             yielded("grad_outs", grad, "grad_block")
             yielded("grad_inputs", grad, "grad_block")

@@ -14,6 +14,7 @@ from dy2stat.runtime import serialize
 from dy2stat.runtime.ir import Operator, Program
 from dy2stat.runtime.serialize import FormatError
 from dy2stat.runtime.verify import VerifyError, verify
+from dy2stat.static import framework
 from tests.runtime import programs as P
 
 
@@ -400,3 +401,18 @@ def test_serialize_accepts_feeds_that_are_not_data_variables():
     with pytest.raises(FormatError, match=r"blocks\[0\].ops\[0\].inputs.X\[0\]: 'x' is read "
                                           "before any op writes it"):
         serialize.program_from_json(json.dumps(doc), "model.json")
+
+
+def test_a_while_that_saves_an_unknown_body_value_is_refused():
+    main = d2s.static.Program()
+    with framework.program_guard(main, d2s.static.Program()), framework.static_guard(True):
+        x = d2s.static.data("x", [2], "float32")
+        x.stop_gradient = False
+        (out,) = d2s.static.nn.while_loop(lambda h: h.sum() < 10.0, lambda h: [h * 2.0], [x])
+        d2s.static.gradients([out.sum()], [x])
+    loop = next(op for op in main.global_block().ops if op.type == "while")
+    assert loop.attrs["saved"]
+    verify(main)
+    loop.attrs["saved"] = ["no_such_value"]
+    with pytest.raises(VerifyError, match="no_such_value"):
+        verify(main)
