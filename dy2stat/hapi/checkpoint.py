@@ -20,6 +20,7 @@ import struct
 
 import numpy as np
 
+from dy2stat.nn import Layer
 from dy2stat.runtime import serialize
 
 __all__ = ["read", "write"]
@@ -75,3 +76,26 @@ def read(path: str) -> tuple[dict, dict | None]:
         if not isinstance(scheduler, dict):
             raise ValueError(f"{path}: the learning-rate scheduler state must be an object")
     return arrays, scheduler
+
+
+class _NameMap:
+    """Runtime parameter names (``linear_3.weight``) <-> structured ones (``fc.0.weight``),
+    applied to the prefix of optimizer-state keys (``{param}_{accumulator}_0``)."""
+
+    def __init__(self, network: Layer):
+        pairs = [(name, p.name) for name, p in network.named_parameters() if p.name]
+        self._to_structured = sorted(((rt, st) for st, rt in pairs), key=lambda x: -len(x[0]))
+        self._to_runtime = sorted(pairs, key=lambda x: -len(x[0]))
+
+    @staticmethod
+    def _map(key: str, table) -> str:
+        for old, new in table:
+            if key.startswith(old + "_"):
+                return new + key[len(old):]
+        return key
+
+    def structured(self, key: str) -> str:
+        return self._map(key, self._to_structured)
+
+    def runtime(self, key: str) -> str:
+        return self._map(key, self._to_runtime)

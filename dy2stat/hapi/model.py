@@ -30,41 +30,24 @@ The same script runs in three ways:
 
 from __future__ import annotations
 
-import inspect
 import os
 import warnings
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from dy2stat import device
-from dy2stat.autograd import no_grad
-from dy2stat.creation import to_tensor
 from dy2stat.hapi import checkpoint
 from dy2stat.hapi.callbacks import config_callbacks
-from dy2stat.io import DataLoader
-from dy2stat.kernels.backend import to_host
+from dy2stat.hapi.data import _batch_size, _loader, _num_forward_inputs, _numpy, _steps, _to_list
+from dy2stat.hapi.dynamic_adapter import _DynamicAdapter
+from dy2stat.hapi.static_adapter import _StaticAdapter, _wants_static
+from dy2stat.hapi.summary import _summary
 from dy2stat.metric import Metric
 from dy2stat.nn import Layer
 from dy2stat.optimizer import Optimizer
-from dy2stat.optimizer.lr import LRScheduler
-from dy2stat.runtime.ir import Operator, Program
-from dy2stat.static import framework as static_framework
-from dy2stat.static.builder import captured_tensors
-from dy2stat.static.executor import Executor, global_scope
 from dy2stat.static.input_spec import InputSpec
 from dy2stat.tensor import Tensor
 
 __all__ = ["Model"]
-
-
-# ---------------------------------------------------------------- helpers
-def _to_list(value) -> list:
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    return [value]
 
 
 def _specs(value, what: str) -> list[InputSpec] | None:
@@ -86,70 +69,6 @@ def _specs(value, what: str) -> list[InputSpec] | None:
     return specs
 
 
-def _is_static(value) -> bool:
-    return getattr(value, "is_static", False)
-
-
-def _wants_static(network: Layer) -> bool:
-    """Static mode is on, or the network's state already lives in a static program."""
-    if static_framework.in_static_mode():
-        return True
-    return any(_is_static(p) for p in network.parameters() + network.buffers())
-
-
-def _numpy(value) -> np.ndarray:
-    if isinstance(value, Tensor):
-        return value.numpy()
-    return np.asarray(to_host(value) if hasattr(value, "__cuda_array_interface__") else value)
-
-
-def _batch_size(value) -> int:
-    shape = getattr(value, "shape", None)
-    if shape is None:
-        return len(value) if hasattr(value, "__len__") else 1
-    return int(shape[0]) if len(shape) else 1
-
-
-def _num_forward_inputs(network: Layer) -> int:
-    """How many positional inputs ``forward`` takes without defaults (at least 1)."""
-    try:
-        sig = inspect.signature(type(network).forward)
-    except (TypeError, ValueError):
-        return 1
-    params = list(sig.parameters.values())[1:]  # without self
-    count = 0
-    for p in params:
-        if p.kind == p.VAR_POSITIONAL:
-            return max(count, 1)
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty:
-            count += 1
-    return max(count, 1)
-
-
-class _NameMap:
-    """Runtime parameter names (``linear_3.weight``) <-> structured ones (``fc.0.weight``),
-    applied to the prefix of optimizer-state keys (``{param}_{accumulator}_0``)."""
-
-    def __init__(self, network: Layer):
-        pairs = [(name, p.name) for name, p in network.named_parameters() if p.name]
-        self._to_structured = sorted(((rt, st) for st, rt in pairs), key=lambda x: -len(x[0]))
-        self._to_runtime = sorted(pairs, key=lambda x: -len(x[0]))
-
-    @staticmethod
-    def _map(key: str, table) -> str:
-        for old, new in table:
-            if key.startswith(old + "_"):
-                return new + key[len(old):]
-        return key
-
-    def structured(self, key: str) -> str:
-        return self._map(key, self._to_structured)
-
-    def runtime(self, key: str) -> str:
-        return self._map(key, self._to_runtime)
-
-
-# ------------------------------------------------------------------ Model
 class Model:
     """A network with its training setup: ``prepare``, then ``fit`` / ``evaluate`` /
     ``predict`` (or the ``*_batch`` methods), ``save`` and ``load``.
@@ -270,28 +189,6 @@ class Model:
         """The network's outputs for one batch, as NumPy arrays (eval mode)."""
         return [_numpy(o) for o in self._adapter.predict_batch(_to_list(inputs))]
 
-    # -------------------------------------------------------------- loops
-    def _loader(self, data, batch_size, shuffle, drop_last, num_workers, what):
-        if data is None:
-            raise ValueError(f"Model.{what}: no data")
-        if isinstance(data, DataLoader):
-            return data
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ValueError(f"Model.{what}: batch_size must be a positive int, "
-                             f"got {batch_size!r}")
-        if hasattr(data, "__getitem__") or hasattr(data, "__iter__"):
-            return DataLoader(data, batch_size=batch_size, shuffle=shuffle,
-                              drop_last=drop_last, num_workers=num_workers)
-        raise TypeError(f"Model.{what}: expected a Dataset or a DataLoader, "
-                        f"got {type(data).__name__}")
-
-    @staticmethod
-    def _steps(loader):
-        try:
-            return len(loader)
-        except TypeError:
-            return None
-
     def _run_one_epoch(self, loader, cbks, mode: str, accumulate: int = 1):
         """One pass; returns ``logs`` (mean loss, accumulated metrics) and, for
         ``predict``, the outputs of every batch."""
@@ -340,7 +237,7 @@ class Model:
         return (result, outputs) if mode == "predict" else result
 
     def _evaluate_with(self, loader, cbks) -> dict:
-        cbks.on_begin("eval", {"steps": self._steps(loader), "metrics": self._metrics_name()})
+        cbks.on_begin("eval", {"steps": _steps(loader), "metrics": self._metrics_name()})
         logs = self._run_one_epoch(loader, cbks, "eval")
         cbks.on_end("eval", logs)
         return logs
@@ -374,13 +271,13 @@ class Model:
             raise ValueError(f"Model.fit: verbose must be 0, 1 or 2, got {verbose!r}")
         if accumulate_grad_batches > 1 and self.static:
             raise ValueError("Model.fit: accumulate_grad_batches > 1 needs dynamic mode")
-        train_loader = self._loader(train_data, batch_size, shuffle, drop_last, num_workers,
+        train_loader = _loader(train_data, batch_size, shuffle, drop_last, num_workers,
                                     "fit")
-        eval_loader = None if eval_data is None else self._loader(
+        eval_loader = None if eval_data is None else _loader(
             eval_data, batch_size, False, False, num_workers, "fit")
         names = self._metrics_name()
         cbks = config_callbacks(callbacks, model=self, batch_size=batch_size, epochs=epochs,
-                                steps=self._steps(train_loader), log_freq=log_freq,
+                                steps=_steps(train_loader), log_freq=log_freq,
                                 verbose=verbose, save_freq=save_freq, save_dir=save_dir,
                                 metrics=names, mode="train")
         history: dict = {name: [] for name in names}
@@ -417,9 +314,9 @@ class Model:
         """
         if verbose not in (0, 1, 2):
             raise ValueError(f"Model.evaluate: verbose must be 0, 1 or 2, got {verbose!r}")
-        loader = self._loader(eval_data, batch_size, False, False, num_workers, "evaluate")
+        loader = _loader(eval_data, batch_size, False, False, num_workers, "evaluate")
         cbks = config_callbacks(callbacks, model=self, batch_size=batch_size,
-                                steps=self._steps(loader), log_freq=log_freq, verbose=verbose,
+                                steps=_steps(loader), log_freq=log_freq, verbose=verbose,
                                 metrics=self._metrics_name(), mode="eval")
         logs = self._evaluate_with(loader, cbks)
         return {name: logs[name] for name in self._metrics_name() if name in logs}
@@ -433,11 +330,11 @@ class Model:
         """
         if verbose not in (0, 1, 2):
             raise ValueError(f"Model.predict: verbose must be 0, 1 or 2, got {verbose!r}")
-        loader = self._loader(test_data, batch_size, False, False, num_workers, "predict")
+        loader = _loader(test_data, batch_size, False, False, num_workers, "predict")
         cbks = config_callbacks(callbacks, model=self, batch_size=batch_size,
-                                steps=self._steps(loader), log_freq=10, verbose=verbose,
+                                steps=_steps(loader), log_freq=10, verbose=verbose,
                                 metrics=[], mode="predict")
-        cbks.on_begin("predict", {"steps": self._steps(loader)})
+        cbks.on_begin("predict", {"steps": _steps(loader)})
         logs, batches = self._run_one_epoch(loader, cbks, "predict")
         outputs = [list(per_output) for per_output in zip(*batches)]
         if stack_outputs:
@@ -508,448 +405,3 @@ class Model:
         becomes 1) and parameter counts; return
         ``{"total_params": n, "trainable_params": m}``."""
         return _summary(self, input_size, dtype, file)
-
-
-# ---------------------------------------------------------------- dynamic
-class _DynamicAdapter:
-    """Modes 1 and 2: the eager loop (on the network converted by to_static in mode 2)."""
-
-    def __init__(self, model: Model):
-        self.model = model
-        self._converted = False
-
-    def prepare(self) -> None:
-        self._convert()
-
-    def _convert(self) -> None:
-        """Mode 2: convert the network's forward once, when ``inputs`` specs are given."""
-        if self._converted or self.model._inputs is None:
-            return
-        self._converted = True
-        network = self.model.network
-        forward = network.__dict__.get("forward")
-        if forward is not None and type(forward).__name__ == "StaticFunction":
-            return  # converted already (by the user)
-        try:
-            from dy2stat import jit
-        except ImportError as exc:
-            warnings.warn(f"Model: inputs specs were given but dy2stat.jit cannot be imported "
-                          f"({exc}); the network is trained eagerly", RuntimeWarning,
-                          stacklevel=4)
-            return
-        jit.to_static(network, input_spec=self.model._inputs)
-
-    @property
-    def converted(self) -> bool:
-        forward = self.model.network.__dict__.get("forward")
-        return forward is not None and type(forward).__name__ == "StaticFunction"
-
-    @staticmethod
-    def _tensor(value):
-        if isinstance(value, Tensor):
-            return value
-        return to_tensor(np.asarray(value))
-
-    def _forward(self, inputs):
-        self._convert()
-        return _to_list(self.model.network(*[self._tensor(x) for x in inputs]))
-
-    def _losses(self, outputs, labels):
-        return _to_list(self.model._loss(*(outputs + [self._tensor(y) for y in labels])))
-
-    def train_batch(self, inputs, labels, update: bool):
-        model = self.model
-        model.network.train()
-        outputs = self._forward(inputs)
-        losses = self._losses(outputs, labels)
-        total = losses[0]
-        for loss in losses[1:]:
-            total = total + loss
-        if total.size != 1:
-            total = total.sum()
-        total.backward()
-        if update:
-            model._optimizer.step()
-            model._optimizer.clear_grad()
-        return outputs, [loss.detach() for loss in losses]
-
-    def flush_gradients(self) -> None:
-        """Apply gradients accumulated by ``update=False`` steps."""
-        self.model._optimizer.step()
-        self.model._optimizer.clear_grad()
-
-    def eval_batch(self, inputs, labels):
-        self.model.network.eval()
-        with no_grad():
-            outputs = self._forward(inputs)
-            losses = self._losses(outputs, labels) if self.model._loss is not None else []
-        return outputs, losses
-
-    def predict_batch(self, inputs):
-        self.model.network.eval()
-        with no_grad():
-            return self._forward(inputs)
-
-    # state
-    def state_arrays(self) -> dict:
-        return {key: value.numpy() for key, value in self.model.network.state_dict().items()}
-
-    def load_state(self, arrays: dict) -> None:
-        self.model.network.set_state_dict(arrays, strict=False)
-
-    def optimizer_state(self):
-        state = dict(self.model._optimizer.state_dict())
-        scheduler = state.pop("LR_Scheduler", None)
-        names = _NameMap(self.model.network)
-        return {names.structured(k): _numpy(v) for k, v in state.items()}, scheduler
-
-    def load_optimizer_state(self, arrays: dict, scheduler) -> None:
-        names = _NameMap(self.model.network)
-        state = {names.runtime(k): v for k, v in arrays.items()}
-        if scheduler is not None:
-            state["LR_Scheduler"] = scheduler
-        self.model._optimizer.set_state_dict(state)
-
-    def save_inference(self, path: str) -> None:
-        if self.model._inputs is None:
-            raise ValueError("Model.save(training=False) needs the inputs InputSpecs: "
-                             "Model(network, inputs=[InputSpec(...)], ...)")
-        try:
-            from dy2stat import jit
-        except ImportError as exc:
-            raise RuntimeError(f"Model.save(training=False) needs dy2stat.jit, which cannot "
-                               f"be imported: {exc}") from exc
-        jit.save(self.model.network, path, input_spec=self.model._inputs)
-
-
-# ----------------------------------------------------------------- static
-@dataclass
-class _Built:
-    """One static program of a mode and how to feed and fetch it."""
-
-    program: Program
-    input_names: list[str]
-    input_specs: list[InputSpec]
-    label_names: list[str] = field(default_factory=list)
-    label_specs: list[InputSpec] = field(default_factory=list)
-    outputs: list[str] = field(default_factory=list)
-    losses: list[str] = field(default_factory=list)
-
-
-class _StaticAdapter:
-    """Mode 3: static programs run by an Executor; parameters live in the global scope."""
-
-    def __init__(self, model: Model):
-        if model._inputs is None:
-            raise ValueError(
-                "Model: static mode needs the inputs InputSpecs: "
-                "Model(network, inputs=[InputSpec([-1, ...], 'float32', 'x')], labels=[...])")
-        self.model = model
-        # The parameters' initializers are in the startup program that was the default
-        # when the network was built; the optimizer's accumulators go into our own.
-        self._source_startup = static_framework.default_startup_program()
-        self._startup = Program()
-        self._built: dict[str, _Built] = {}
-        self._executor = Executor()
-        self._label_specs = model._labels
-        self._pending_optimizer_state: dict | None = None
-
-    def prepare(self) -> None:
-        self._built.clear()
-        self._startup = Program()
-
-    # building
-    def _state_vars(self) -> list:
-        network = self.model.network
-        return [v for v in network.parameters() + network.buffers() if _is_static(v)]
-
-    def _label_specs_for(self, labels) -> list[InputSpec]:
-        if self._label_specs is not None:
-            return self._label_specs
-        if not labels:
-            raise ValueError("Model: static mode needs labels to build the loss: pass "
-                             "labels=[InputSpec(...)] or batches with label fields")
-        specs = []
-        for i, y in enumerate(labels):
-            array = y if isinstance(y, Tensor) else np.asarray(y)
-            specs.append(InputSpec([-1, *list(array.shape)[1:]], array.dtype, f"label_{i}"))
-        self._label_specs = specs
-        return specs
-
-    def _build(self, mode: str, labels) -> _Built:
-        model = self.model
-        program = Program()
-        block = program.global_block()
-        for var in self._state_vars():
-            desc = var.desc
-            block.create_var(desc.shape, desc.dtype, name=desc.name, persistable=True,
-                             stop_gradient=desc.stop_gradient)
-        needs_labels = mode != "predict" and model._loss is not None
-        label_specs = self._label_specs_for(labels) if needs_labels else []
-        input_names = _feed_names(model._inputs, "input", block)
-        label_names = _feed_names(label_specs, "label", block, taken=set(input_names))
-        from dy2stat import static
-
-        with static_framework.static_guard(True), \
-                static_framework.program_guard(program, self._startup):
-            xs = [static.data(n, s.shape, s.dtype) for n, s in zip(input_names, model._inputs)]
-            ys = [static.data(n, s.shape, s.dtype) for n, s in zip(label_names, label_specs)]
-            was_training = model.network.training
-            model.network.train(mode == "train")
-            try:
-                outputs = _to_list(model.network(*xs))
-            finally:
-                model.network.train(was_training)
-            for i, out in enumerate(outputs):
-                if not _is_static(out):
-                    raise TypeError(f"Model: in static mode the network's output {i} must be "
-                                    f"a static Variable, got {type(out).__name__}")
-            losses = _to_list(model._loss(*(outputs + ys))) if needs_labels else []
-            if mode == "train":
-                total = losses[0]
-                for loss in losses[1:]:
-                    total = total + loss
-                if list(total.shape) not in ([], [1]):
-                    total = total.sum()
-                model._optimizer.minimize(total, startup_program=self._startup)
-        return _Built(program, input_names, list(model._inputs), label_names, label_specs,
-                      [o.name for o in outputs], [loss.name for loss in losses])
-
-    def _program(self, mode: str, labels=None) -> _Built:
-        built = self._built.get(mode)
-        if built is None:
-            built = self._built[mode] = self._build(mode, labels)
-            if mode == "train" and self._pending_optimizer_state is not None:
-                self._write_optimizer_state(built, self._pending_optimizer_state)
-                self._pending_optimizer_state = None
-            self._initialize(built.program)
-        return built
-
-    # initialization
-    def _initialize(self, program: Program) -> None:
-        """Run the initializers of ``program``'s persistables that have no value yet."""
-        scope, captured = global_scope(), captured_tensors(program)
-        missing = [v.name for v in program.persistables()
-                   if v.name not in scope and v.name not in captured]
-        if missing:
-            self._run_initializers(missing)
-
-    def _initialize_state(self) -> None:
-        scope = global_scope()
-        missing = [v.name for v in self._state_vars() if v.name not in scope]
-        if missing:
-            self._run_initializers(missing)
-
-    def _run_initializers(self, names) -> None:
-        wanted = set(names)
-        init = Program()
-        block = init.global_block()
-        for source in (self._source_startup, self._startup):
-            sblock = source.global_block()
-            needed, kept = set(wanted), []
-            for op in reversed(sblock.ops):
-                if needed & set(op.output_names()):
-                    kept.append(op)
-                    needed |= set(op.input_names())
-            for op in reversed(kept):
-                for name in op.input_names() + op.output_names():
-                    if name not in block.vars:
-                        var = sblock.var(name)
-                        block.create_var(var.shape, var.dtype, name=name,
-                                         persistable=var.persistable)
-                block.append_op(Operator(op.type, {k: list(v) for k, v in op.inputs.items()},
-                                         {k: list(v) for k, v in op.outputs.items()},
-                                         dict(op.attrs)))
-                wanted -= set(op.output_names())
-        if wanted:
-            raise RuntimeError(
-                f"Model: no initializer for {sorted(wanted)} in the startup program; build "
-                "the network after d2s.enable_static() in the default programs (or load "
-                "its parameters with Model.load before training)")
-        if block.ops:
-            self._executor.run(init)
-
-    # running
-    def _run(self, mode: str, inputs, labels):
-        built = self._program(mode, labels)
-        if len(inputs) != len(built.input_names):
-            raise ValueError(f"Model: the network takes {len(built.input_names)} inputs "
-                             f"({', '.join(built.input_names)}), got {len(inputs)}")
-        if len(labels) < len(built.label_names):
-            raise ValueError(f"Model: the loss takes {len(built.label_names)} labels "
-                             f"({', '.join(built.label_names)}), got {len(labels)}")
-        feed = {}
-        for name, spec, value in zip(built.input_names + built.label_names,
-                                     built.input_specs + built.label_specs,
-                                     list(inputs) + list(labels)):
-            feed[name] = _feed_value(value, spec)
-        fetched = self._executor.run(built.program, feed=feed,
-                                     fetch_list=built.outputs + built.losses)
-        n = len(built.outputs)
-        return fetched[:n], fetched[n:]
-
-    def train_batch(self, inputs, labels, update: bool):
-        if not update:
-            raise ValueError("Model.train_batch: update=False (gradient accumulation) needs "
-                             "dynamic mode")
-        return self._run("train", inputs, labels)
-
-    def flush_gradients(self) -> None:  # pragma: no cover - fit refuses accumulation here
-        pass
-
-    def eval_batch(self, inputs, labels):
-        return self._run("eval", inputs, labels)
-
-    def predict_batch(self, inputs):
-        return self._run("predict", inputs, [])[0]
-
-    # state
-    def state_arrays(self) -> dict:
-        self._initialize_state()
-        scope = global_scope()
-        return {key: to_host(scope[var.name])
-                for key, var in self.model.network.state_dict().items()}
-
-    def load_state(self, arrays: dict) -> None:
-        self.model.network.set_state_dict(arrays, strict=False)
-
-    def _optimizer_vars(self, built: _Built) -> list:
-        own = {v.name for v in self._state_vars()}
-        captured = captured_tensors(built.program)
-        return [v for v in built.program.persistables()
-                if v.name not in own and v.name not in captured]
-
-    def optimizer_state(self):
-        opt = self.model._optimizer
-        scheduler = opt._learning_rate.state_dict() if isinstance(
-            opt._learning_rate, LRScheduler) else None
-        built = self._built.get("train")
-        if built is None:
-            return {}, scheduler
-        scope, names = global_scope(), _NameMap(self.model.network)
-        arrays = {names.structured(v.name): to_host(scope[v.name])
-                  for v in self._optimizer_vars(built) if v.name in scope}
-        return arrays, scheduler
-
-    def load_optimizer_state(self, arrays: dict, scheduler) -> None:
-        opt = self.model._optimizer
-        if scheduler is not None and isinstance(opt._learning_rate, LRScheduler):
-            opt._learning_rate.set_state_dict(scheduler)
-        names = _NameMap(self.model.network)
-        state = {names.runtime(k): v for k, v in arrays.items()}
-        built = self._built.get("train")
-        if built is None:
-            self._pending_optimizer_state = state  # written when the program is built
-        else:
-            self._write_optimizer_state(built, state)
-
-    def _write_optimizer_state(self, built: _Built, state: dict) -> None:
-        scope, xp = global_scope(), device.current.xp
-        for var in self._optimizer_vars(built):
-            value = state.get(var.name)
-            if value is None:
-                continue
-            if tuple(np.shape(value)) != tuple(var.shape):
-                raise ValueError(f"Model.load: optimizer state {var.name} has shape "
-                                 f"{list(np.shape(value))}, expected {list(var.shape)}")
-            scope[var.name] = xp.asarray(value, dtype=var.dtype)
-
-    def save_inference(self, path: str) -> None:
-        from dy2stat.static import save_inference_model
-
-        built = self._program("predict")
-        save_inference_model(path, built.input_names, built.outputs, self._executor,
-                             program=built.program)
-
-
-def _feed_names(specs, prefix: str, block, taken=()) -> list[str]:
-    names, seen = [], set(taken)
-    for i, spec in enumerate(specs):
-        name = spec.name or f"{prefix}_{i}"
-        if name in seen:
-            raise ValueError(f"Model: two inputs/labels are named {name!r}; give the "
-                             "InputSpecs distinct names")
-        if name in block.vars:
-            raise ValueError(f"Model: the InputSpec name {name!r} is also a parameter's name")
-        seen.add(name)
-        names.append(name)
-    return names
-
-
-def _feed_value(value, spec: InputSpec):
-    if isinstance(value, Tensor):
-        return value
-    array = np.asarray(value)
-    if array.dtype != spec.dtype and np.can_cast(array.dtype, spec.dtype, "same_kind"):
-        array = array.astype(spec.dtype)
-    return array
-
-
-# ---------------------------------------------------------------- summary
-def _summary(model: Model, input_size, dtype, file) -> dict:
-    import sys
-
-    network = model.network
-    shapes: dict[int, list] = {}
-    if input_size is None and model._inputs is not None:
-        input_size = model._inputs
-    if input_size is not None and not model.static:
-        _trace_shapes(network, input_size, dtype, shapes)
-    rows = []
-    total = trainable = 0
-    for name, layer in network.named_sublayers():
-        own = layer.parameters(include_sublayers=False)
-        if layer._sub_layers and not own:
-            continue
-        count = sum(int(np.prod(p.shape)) for p in own)
-        rows.append((f"{name} ({type(layer).__name__})", shapes.get(id(layer), "-"), count))
-    for p in network.parameters():
-        n = int(np.prod(p.shape))
-        total += n
-        if not p.stop_gradient:
-            trainable += n
-    widths = [max([len(r[0]) for r in rows] + [len("Layer")]) + 2, 24, 12]
-    out = file or sys.stdout
-    line = "-" * sum(widths)
-    print(line, file=out)
-    print(f"{'Layer':<{widths[0]}}{'Output Shape':<{widths[1]}}{'Param #':>{widths[2]}}",
-          file=out)
-    print("=" * sum(widths), file=out)
-    for label, shape, count in rows:
-        print(f"{label:<{widths[0]}}{str(shape):<{widths[1]}}{count:>{widths[2]},}", file=out)
-    print("=" * sum(widths), file=out)
-    print(f"Total params: {total:,}", file=out)
-    print(f"Trainable params: {trainable:,}", file=out)
-    print(f"Non-trainable params: {total - trainable:,}", file=out)
-    print(line, file=out)
-    return {"total_params": total, "trainable_params": trainable}
-
-
-def _trace_shapes(network: Layer, input_size, dtype, shapes: dict) -> None:
-    """Run the eager forward on zeros (batch 1) and record each layer's output shape."""
-    sizes = input_size if isinstance(input_size, list) and input_size and isinstance(
-        input_size[0], (list, tuple, InputSpec)) else [input_size]
-    xs = []
-    for size in sizes:
-        if isinstance(size, InputSpec):
-            shape, kind = list(size.shape), size.dtype
-        else:
-            shape, kind = list(size), dtype or "float32"
-        shape = [1 if d is None or d < 0 else int(d) for d in shape]
-        xs.append(to_tensor(np.zeros(shape, dtype=kind)))
-
-    def hook(layer, inputs, outputs):
-        first = outputs[0] if isinstance(outputs, (list, tuple)) and outputs else outputs
-        if hasattr(first, "shape"):
-            shapes[id(layer)] = list(first.shape)
-
-    handles = [layer.register_forward_post_hook(hook) for layer in network.sublayers()]
-    was_training = network.training
-    try:
-        network.eval()
-        with no_grad():
-            type(network).forward(network, *xs)  # the eager forward, even when converted
-    finally:
-        network.train(was_training)
-        for handle in handles:
-            handle.remove()
