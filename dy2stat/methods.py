@@ -9,7 +9,7 @@ from __future__ import annotations
 from dy2stat import autograd, ops
 from dy2stat.dispatch import apply, binary, unary
 from dy2stat.runtime import dtypes
-from dy2stat.runtime.ops.manipulation import encode_index
+from dy2stat.runtime.ops.indexing import encode_index
 
 
 def _is_bool(x) -> bool:

@@ -4,7 +4,7 @@ Each kernel takes the arguments of its generic twin in ``kernels.conv`` and
 returns ``NotImplemented`` when cuDNN cannot take the call: this CuPy has no
 cuDNN, a dtype cuDNN lacks (only float16/32/64), a ``ceil_mode`` window that
 reaches past the padding, or cuDNN refusing the case (``CuDNNError``). The op
-table in ``runtime/ops/nn.py`` then runs the generic kernel (im2col + a
+table in ``runtime/ops/conv.py`` then runs the generic kernel (im2col + a
 cuBLAS batched matmul on CuPy).
 
 CuPy up to v13 wraps cuDNN as ``cupy.cudnn`` (``convolution_forward``,

@@ -9,7 +9,7 @@ import pytest
 import dy2stat as d2s
 from dy2stat import device, dispatch, flags, jit, nn, static
 from dy2stat.kernels import backend, cudnn
-from dy2stat.runtime.ops import nn as nn_ops
+from dy2stat.runtime.ops import conv as nn_ops
 from dy2stat.runtime.registry import get_op
 from dy2stat.tensor import Tensor
 

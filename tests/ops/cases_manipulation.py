@@ -6,7 +6,7 @@ the double gradients of these (linear) ops are checked in test_manipulation.py.
 
 import numpy as np
 
-from dy2stat.runtime.ops.manipulation import decode_index, encode_index
+from dy2stat.runtime.ops.indexing import decode_index, encode_index
 from tests.ops.harness import Case, distinct, ints, randn
 
 

@@ -1,4 +1,4 @@
-"""Cases for runtime/ops/nn.py, against naive NumPy references (loops, no shared kernels)."""
+"""Cases for runtime/ops/nn.py, conv.py and norm.py."""
 
 import math
 

@@ -10,7 +10,7 @@ import pytest
 import dy2stat as d2s
 from dy2stat.dispatch import apply
 from dy2stat.kernels import random as random_kernels
-from dy2stat.runtime.ops.manipulation import decode_index, encode_index
+from dy2stat.runtime.ops.indexing import decode_index, encode_index
 
 rng = np.random.default_rng(5)
 

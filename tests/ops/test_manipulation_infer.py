@@ -5,7 +5,7 @@ import pytest
 
 from dy2stat.dispatch import apply
 from dy2stat.runtime import dtypes
-from dy2stat.runtime.ops.manipulation import decode_index, encode_index
+from dy2stat.runtime.ops.indexing import decode_index, encode_index
 from dy2stat.runtime.registry import Meta, get_op
 from dy2stat.tensor import Tensor
 from tests.ops import cases_creation, cases_manipulation
