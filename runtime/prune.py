@@ -109,6 +109,21 @@ def dead_code_elimination(program: Program, keep_names) -> Program:
 # ---------------------------------------------------------------- liveness
 
 
+def copy_for_pass(program: Program, keep, pass_name: str) -> tuple[Program, set]:
+    """The copy a pass rewrites, and the names in ``keep`` (each must be a variable)."""
+    result = clone_program(program)
+    names = set()
+    for value in keep:
+        name = value if isinstance(value, str) else getattr(value, "name", None)
+        if not isinstance(name, str):
+            raise TypeError(f"{pass_name}: expected a variable or its name, got {value!r}")
+        if not any(name in block.vars for block in result.blocks):
+            raise ValueError(f"{pass_name}: {name!r} (in keep) is not a variable of the "
+                             "program")
+        names.add(name)
+    return result, names
+
+
 def _name(value) -> str:
     if not isinstance(value, str) and hasattr(value, "name"):
         value = value.name

@@ -26,7 +26,7 @@ import numpy as np
 from dy2stat.runtime import shapes
 from dy2stat.runtime.ir import Block, Operator, Program
 from dy2stat.runtime.ops.control_flow import CONTROL_FLOW
-from dy2stat.runtime.prune import clone_program
+from dy2stat.runtime.prune import copy_for_pass
 from dy2stat.runtime.registry import OPS
 
 __all__ = ["MAX_ELEMENTS", "fold_constants"]
@@ -37,12 +37,7 @@ MAX_ELEMENTS = 1 << 20
 
 def fold_constants(program: Program, keep=()) -> Program:
     """``program`` with its constant computations folded (see the module doc)."""
-    result = clone_program(program)
-    keep = {_name(n) for n in keep}
-    for name in keep:
-        if not any(name in block.vars for block in result.blocks):
-            raise ValueError(f"fold_constants: {name!r} (in keep) is not a variable of the "
-                             "program")
+    result, keep = copy_for_pass(program, keep, "fold_constants")
     read_before = _read_names(result)
     constants: set[str] = set()
     _fold_block(result, result.global_block(), {}, constants, set())
@@ -51,11 +46,6 @@ def fold_constants(program: Program, keep=()) -> Program:
     return result
 
 
-def _name(value) -> str:
-    name = value if isinstance(value, str) else getattr(value, "name", None)
-    if not isinstance(name, str):
-        raise TypeError(f"fold_constants: expected a variable or its name, got {value!r}")
-    return name
 
 
 def _fold_block(program: Program, block: Block, outer: dict, constants: set, done: set):

@@ -25,7 +25,7 @@ import numpy as np
 
 from dy2stat.runtime.ir import Block, Operator, Program
 from dy2stat.runtime.ops.control_flow import CONTROL_FLOW
-from dy2stat.runtime.prune import clone_program
+from dy2stat.runtime.prune import copy_for_pass
 from dy2stat.runtime.registry import OPS
 
 __all__ = ["eliminate_common_subexpressions"]
@@ -33,12 +33,7 @@ __all__ = ["eliminate_common_subexpressions"]
 
 def eliminate_common_subexpressions(program: Program, keep=()) -> Program:
     """``program`` without its repeated computations (see the module doc)."""
-    result = clone_program(program)
-    keep = {_name(n) for n in keep}
-    for name in keep:
-        if not any(name in block.vars for block in result.blocks):
-            raise ValueError(f"eliminate_common_subexpressions: {name!r} (in keep) is not a "
-                             "variable of the program")
+    result, keep = copy_for_pass(program, keep, "eliminate_common_subexpressions")
     ctx = _Context(result, keep)
     _cse_block(ctx, result.global_block())
     for block in result.blocks:  # blocks no op runs, and attrs of ops renamed later
@@ -61,12 +56,6 @@ class _Context:
         self.done: set[int] = set()
 
 
-def _name(value) -> str:
-    name = value if isinstance(value, str) else getattr(value, "name", None)
-    if not isinstance(name, str):
-        raise TypeError(f"eliminate_common_subexpressions: expected a variable or its name, "
-                        f"got {value!r}")
-    return name
 
 
 def _cse_block(ctx: _Context, block: Block) -> None:

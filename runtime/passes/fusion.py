@@ -38,7 +38,7 @@ from dy2stat.runtime import dtypes
 from dy2stat.runtime.ir import Block, Operator, Program
 from dy2stat.runtime.ops.control_flow import CONTROL_FLOW
 from dy2stat.runtime.ops.fused import FUSED
-from dy2stat.runtime.prune import clone_program
+from dy2stat.runtime.prune import copy_for_pass
 from dy2stat.runtime.registry import OPS
 
 __all__ = ["fuse_elementwise"]
@@ -46,12 +46,7 @@ __all__ = ["fuse_elementwise"]
 
 def fuse_elementwise(program: Program, keep=()) -> Program:
     """``program`` with its elementwise groups fused (see the module doc)."""
-    result = clone_program(program)
-    keep = {_name(n) for n in keep}
-    for name in keep:
-        if not any(name in block.vars for block in result.blocks):
-            raise ValueError(f"fuse_elementwise: {name!r} (in keep) is not a variable of the "
-                             "program")
+    result, keep = copy_for_pass(program, keep, "fuse_elementwise")
     ctx = _Context(result, keep)
     for block in result.blocks:
         _fuse_block(ctx, block)
@@ -71,11 +66,6 @@ class _Context:
         self.inlined: set[str] = set()
 
 
-def _name(value) -> str:
-    name = value if isinstance(value, str) else getattr(value, "name", None)
-    if not isinstance(name, str):
-        raise TypeError(f"fuse_elementwise: expected a variable or its name, got {value!r}")
-    return name
 
 
 def _control_flow_names(program: Program) -> set:
