@@ -72,3 +72,18 @@ defop(
     doc="Reverse pass of a while loop over its saved carries.",
 )
 CONTROL_FLOW = frozenset({"cond", "while", "while_grad"})
+
+
+def attr_names(op) -> set:
+    """Variable names a control-flow op refers to in its attrs (outs, args, saved ...)."""
+    if op.type not in CONTROL_FLOW:
+        return set()
+    names = set()
+    for key, value in op.attrs.items():
+        if key.endswith("_block"):
+            continue
+        if isinstance(value, str):
+            names.add(value)
+        elif isinstance(value, (list, tuple)):
+            names.update(v for v in value if isinstance(v, str))
+    return names

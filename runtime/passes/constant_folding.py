@@ -25,7 +25,7 @@ import numpy as np
 
 from dy2stat.runtime import shapes
 from dy2stat.runtime.ir import Block, Operator, Program
-from dy2stat.runtime.ops.control_flow import CONTROL_FLOW
+from dy2stat.runtime.ops.control_flow import CONTROL_FLOW, attr_names
 from dy2stat.runtime.prune import copy_for_pass
 from dy2stat.runtime.registry import OPS
 
@@ -148,14 +148,7 @@ def _read_names(program: Program) -> set:
     for block in program.blocks:
         for op in block.ops:
             names.update(op.input_names())
-            if op.type in CONTROL_FLOW:
-                for key, value in op.attrs.items():
-                    if key.endswith("_block"):
-                        continue
-                    if isinstance(value, str):
-                        names.add(value)
-                    elif isinstance(value, (list, tuple)):
-                        names.update(v for v in value if isinstance(v, str))
+            names |= attr_names(op)
     return names
 
 

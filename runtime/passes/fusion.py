@@ -36,7 +36,7 @@ import numpy as np
 from dy2stat.kernels import fusion
 from dy2stat.runtime import dtypes
 from dy2stat.runtime.ir import Block, Operator, Program
-from dy2stat.runtime.ops.control_flow import CONTROL_FLOW
+from dy2stat.runtime.ops.control_flow import attr_names
 from dy2stat.runtime.ops.fused import FUSED
 from dy2stat.runtime.prune import copy_for_pass
 from dy2stat.runtime.registry import OPS
@@ -70,19 +70,7 @@ class _Context:
 
 def _control_flow_names(program: Program) -> set:
     """Names that control-flow ops refer to in attrs (branch outs, loop args ...)."""
-    names = set()
-    for block in program.blocks:
-        for op in block.ops:
-            if op.type not in CONTROL_FLOW:
-                continue
-            for key, value in op.attrs.items():
-                if key.endswith("_block"):
-                    continue
-                if isinstance(value, str):
-                    names.add(value)
-                elif isinstance(value, (list, tuple)):
-                    names.update(v for v in value if isinstance(v, str))
-    return names
+    return {n for block in program.blocks for op in block.ops for n in attr_names(op)}
 
 
 def _read_counts(program: Program) -> Counter:
