@@ -358,8 +358,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     demo_cmd = commands.add_parser(
-        "demo", help="train a small model on built-in synthetic data and report what happened",
-        description="Train a small model on built-in synthetic data (no download).")
+        "demo", help="the main job: convert, train, save and reload a small model on built-in data",
+        description="Convert a small classifier with a data-dependent loop, train it on "
+                    "built-in synthetic data beside the eager model, then save and reload it "
+                    "(no download).")
     demo_cmd.add_argument("--steps", type=int, default=200, help="training steps (default 200)")
     demo_cmd.set_defaults(run=_demo)
 
