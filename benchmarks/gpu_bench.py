@@ -28,6 +28,7 @@ import sys
 import time
 
 import numpy as np
+from train_step import trainer  # the same training step the CPU benchmark times
 
 import dy2stat as d2s
 from dy2stat import flags, jit, nn, static
@@ -163,22 +164,6 @@ def mlp_case(machine, batch, calls, repeat):
 
 
 # -------------------------------------------------------------- train steps
-def d2s_trainer(make, loss_of, convert):
-    net = make()
-    if convert:
-        jit.to_static(net)
-    opt = d2s.optimizer.Adam(parameters=net.parameters(), learning_rate=1e-3)
-
-    def step():
-        loss = loss_of(net)
-        loss.backward()
-        opt.step()
-        opt.clear_grad()
-        return loss
-
-    return step
-
-
 def torch_trainer(net, loss_of):
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
 
@@ -220,8 +205,8 @@ def train_case(machine, name, steps, repeat):
         d2s.seed(0)
         return make()
 
-    eager = d2s_trainer(seeded, lambda net: loss_fn(net(x), y), False)
-    converted = d2s_trainer(seeded, lambda net: loss_fn(net(x), y), True)
+    eager = trainer(seeded, lambda net: loss_fn(net(x), y), False)
+    converted = trainer(seeded, lambda net: loss_fn(net(x), y), True)
     losses = [(float(eager()), float(converted())) for _ in range(2)]
     close([c for _, c in losses], [e for e, _ in losses], f"{name}: to_static vs eager loss")
     fns = {"eager": eager, "to_static": converted}
