@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dy2stat.kernels import select
 from dy2stat.runtime import dtypes, shapes
 from dy2stat.runtime.ops.math import unbroadcast
 from dy2stat.runtime.registry import Meta, defop
@@ -432,7 +433,7 @@ def _where_kernel(xp, cond, x, y):
         y = xp.asarray(y, dtype=x.dtype)
     if not hasattr(cond, "dtype"):
         cond = xp.asarray(cond, dtype=bool)
-    return xp.where(cond, x, y)
+    return select.where(xp, cond, x, y)
 
 
 def _where_infer(cond, x, y):

@@ -69,6 +69,9 @@ CONV_CASES = [
     ((2, 4, 6, 6), (6, 2, 3, 3), 1, 1, 1, 2),
     ((1, 6, 5, 5), (6, 1, 3, 3), (1, 2), (2, 1), (2, 1), 6),
     ((3, 2, 4, 4), (2, 2, 1, 1), 3, 0, 1, 1),
+    # output rows of 16 or more take the batch-major column layout
+    ((2, 2, 3, 18), (3, 2, 2, 3), 1, (0, 1), 1, 1),
+    ((1, 4, 3, 40), (4, 2, 1, 3), (1, 2), 1, (1, 2), 2),
 ]
 
 
@@ -86,6 +89,18 @@ def test_conv2d_forward_and_grads(xs, ws, stride, padding, dilation, groups):
     dw = nnk.conv2d_grad_filter(np, x, dy, w, **attrs)
     check_grad(lambda: nnk.conv2d(np, x, w, **attrs), w, dw, dy)
     assert dx.shape == x.shape and dw.shape == w.shape
+    assert y.flags.c_contiguous and dx.flags.c_contiguous
+
+
+def test_conv2d_column_layouts_agree():
+    """Short output rows use batch-minor columns, long ones batch-major: same answer."""
+    x, w = rand(3, 4, 9, 20), rand(6, 2, 3, 3)
+    attrs = dict(stride=1, padding=1, dilation=1, groups=2)
+    wide = nnk.conv2d(np, x, w, **attrs)
+    narrow = np.concatenate(  # the same convolution, 5 output columns at a time
+        [nnk.conv2d(np, x[..., max(0, j - 1):j + 6], w, **attrs)[..., int(j > 0):][..., :5]
+         for j in range(0, 20, 5)], axis=-1)
+    np.testing.assert_allclose(narrow, wide, rtol=1e-12, atol=1e-12)
 
 
 def test_conv2d_keeps_float32_and_rejects_bad_shapes():

@@ -256,3 +256,28 @@ def test_seed_attr_makes_a_draw_deterministic():
 def test_creation_shape_must_be_known():
     with pytest.raises(ValueError, match=r"full: shape \[-1, 3\]"):
         apply("full", shape=[-1, 3])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int64", "int8", "bool"])
+@pytest.mark.parametrize("shapes", [
+    ((64, 100), (64, 100), ()),            # ReLU gradient: where(mask, g, 0)
+    ((100,), (64, 100), (64, 1)),          # every operand broadcasts
+    ((5000,), (5000,), (3, 5000)),         # y is bigger than cond and x
+])
+def test_large_where_matches_numpy_bit_for_bit(dtype, shapes):
+    """Large operands take a branch-free path on NumPy; it must equal np.where exactly."""
+    (c_shape, x_shape, y_shape) = shapes
+    cond = rng.random(c_shape) > 0.5
+    x = (rng.standard_normal(x_shape) * 10).astype(dtype)
+    y = np.asarray(rng.standard_normal(y_shape) * 10).astype(dtype)
+    got = d2s.where(d2s.to_tensor(cond), d2s.to_tensor(x), d2s.to_tensor(y)).numpy()
+    want = np.where(cond, x, y)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes() == want.tobytes()
+
+
+def test_large_where_keeps_nan_inf_and_negative_zero():
+    x = np.array([np.nan, -0.0, np.inf, -np.inf] * 2000, dtype="float32")
+    cond = np.arange(x.size) % 3 == 0
+    got = d2s.where(d2s.to_tensor(cond), d2s.to_tensor(x), d2s.to_tensor(-x)).numpy()
+    assert got.tobytes() == np.where(cond, x, -x).tobytes()
