@@ -25,6 +25,7 @@ from dy2stat.device import get_device, is_compiled_with_cuda, set_device
 from dy2stat.flags import get_flags, set_flags
 from dy2stat.hapi import Model
 from dy2stat.jit import ProgramTranslator, TracedLayer, declarative, to_static
+from dy2stat.kernels import host_memory as _host_memory
 from dy2stat.ops import *  # noqa: F403
 from dy2stat.ops import abs, all, any, max, min, pow, round, sum  # noqa: F401,A004
 from dy2stat.runtime.dtypes import (
@@ -42,6 +43,8 @@ from dy2stat.static import disable_static, enable_static, in_static_mode
 from dy2stat.tensor import Tensor
 
 __version__ = "0.1.0"
+
+_host_memory.keep_freed_memory()
 
 _methods.install(Tensor)
 

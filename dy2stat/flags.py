@@ -10,6 +10,7 @@ the wrong type, is an error naming it.
 from __future__ import annotations
 
 from dy2stat.kernels import cudnn
+from dy2stat.runtime import codegen
 
 __all__ = ["get_flags", "set_flags"]
 
@@ -24,6 +25,12 @@ _FLAGS = {
         False,
         "use only deterministic cuDNN algorithms for convolution gradients",
         lambda v: setattr(cudnn.settings, "deterministic", v),
+    ),
+    "inter_op_parallelism": (
+        codegen.overlap.enabled,
+        "let compiled plans run a convolution or pooling op on a second thread while the "
+        "ops after it run (NumPy, two or more cores; plans compiled from then on)",
+        lambda v: setattr(codegen.overlap, "enabled", v),
     ),
     "use_cudnn": (
         True,

@@ -212,15 +212,26 @@ def max_pool2d_grad(xp, x, y, dy, kernel_size, stride=None, padding=0, ceil_mode
     """Gradient of max_pool2d: each window's dy goes to its first maximum."""
     k, s, out, pads = _pool_geometry(x.shape, kernel_size, stride, padding, ceil_mode)
     xpad = _pad(xp, x, pads, _lowest(xp, x.dtype))
-    dxpad = xp.zeros(xpad.shape, dtype=dy.dtype)
-    free = xp.ones(y.shape, dtype=bool)  # windows whose maximum is not found yet
+    (_, _), (_, _), (ph, eh), (pw, ew) = pads
+    # Windows that neither overlap nor leave gaps write each element once.
+    tiled = (s == k and not (ph or eh or pw or ew)
+             and xpad.shape[2:] == (out[0] * k[0], out[1] * k[1]))
+    dxpad = (xp.empty if tiled else xp.zeros)(xpad.shape, dtype=dy.dtype)
     zero = xp.zeros((), dtype=dy.dtype)
-    for win in _windows(k, s, out):
+    windows = list(_windows(k, s, out))
+    free = None  # windows whose maximum is not found yet (None: all of them)
+    for n, win in enumerate(windows):
         hit = xpad[win] == y
-        hit &= free
-        free ^= hit
-        dxpad[win] += select.where(xp, hit, dy, zero)
-    (_, _), (_, _), (ph, _), (pw, _) = pads
+        if free is None:
+            free = ~hit
+        else:
+            hit &= free
+            if n < len(windows) - 1:
+                free ^= hit
+        if tiled:
+            select.where(xp, hit, dy, zero, out=dxpad[win])
+        else:
+            dxpad[win] += select.where(xp, hit, dy, zero)
     return dxpad[:, :, ph : ph + x.shape[2], pw : pw + x.shape[3]]
 
 

@@ -11,19 +11,25 @@ import numpy
 BITWISE_MIN_SIZE = 4096
 
 
-def where(xp, cond, x, y):
-    """``xp.where(cond, x, y)`` for arrays ``x`` and ``y`` of one dtype."""
+def where(xp, cond, x, y, out=None):
+    """``xp.where(cond, x, y)`` for arrays ``x`` and ``y`` of one dtype, written to
+    ``out`` (of the broadcast shape and that dtype) when given."""
     if (xp is not numpy or cond.size < BITWISE_MIN_SIZE or x.dtype != y.dtype
             or x.dtype.kind not in "biuf" or x.dtype.itemsize not in (1, 2, 4, 8)):
-        return xp.where(cond, x, y)
+        if out is None:
+            return xp.where(cond, x, y)
+        out[...] = xp.where(cond, x, y)
+        return out
     bits = numpy.dtype(f"i{x.dtype.itemsize}")
     mask = numpy.empty(numpy.broadcast_shapes(cond.shape, x.shape, y.shape), dtype=bits)
-    numpy.copyto(mask, cond)
-    numpy.negative(mask, out=mask)  # True -> all bits set, False -> none
-    out = numpy.bitwise_and(x.view(bits), mask)
+    numpy.negative(cond.astype(bool, copy=False).view(numpy.int8), out=mask)  # all bits or none
+    if out is None:
+        out = numpy.empty(mask.shape, dtype=x.dtype)
+    out_bits = out.view(bits)
+    numpy.bitwise_and(x.view(bits), mask, out=out_bits)
     if y.ndim == 0 and not y.view(bits):  # where(cond, x, 0): done
-        return out.view(x.dtype)
+        return out
     numpy.invert(mask, out=mask)
     numpy.bitwise_and(mask, y.view(bits), out=mask)
-    numpy.bitwise_or(out, mask, out=out)
-    return out.view(x.dtype)
+    numpy.bitwise_or(out_bits, mask, out=out_bits)
+    return out

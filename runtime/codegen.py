@@ -23,6 +23,14 @@ output's shape and dtype. Values that may be views (``reshape``,
 ``getitem``, ``cast``, control-flow outputs, ...) are taken to share every
 input's buffer.
 
+Overlap (top-level functions on NumPy, ``overlap.enabled``): a convolution
+or pooling op whose result is first needed after another heavy op runs on a
+worker thread (``_f7 = _submit(k3, xp, v1, v2)``) and is joined right before
+its first reader (``v9 = _f7.result()``). NumPy releases the GIL inside these
+kernels, so on two cores a weight gradient is computed while the input
+gradient chain goes on. The values it reads stay live (never written in
+place) until the join.
+
 Every identifier in the text is made here (slot numbers, namespace keys);
 program names appear only in comments, escaped with ``ascii()``, so a
 hostile program cannot inject code.
@@ -35,14 +43,17 @@ import functools
 import inspect
 import itertools
 import math
+import os
+import threading
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 
 from dy2stat.runtime import shapes
 from dy2stat.runtime.ir import Block, Operator, Program, Var
 from dy2stat.runtime.ops.control_flow import CONTROL_FLOW
 from dy2stat.runtime.registry import get_op
 
-__all__ = ["Function", "Module"]
+__all__ = ["Function", "Module", "overlap"]
 
 # Ops whose kernel is exactly one array-module function: called directly.
 _BINARY = {
@@ -65,6 +76,35 @@ _IN_PLACE = frozenset(_BINARY) | frozenset(_UNARY) | {"relu"}
 # whitelist: reshape, transpose, getitem, expand, cast, sum_to_like, ... may
 # return views of their input or the input itself).
 _ALLOCATING = _IN_PLACE | {"matmul", "full", "full_like", "assign", "fused_elementwise"}
+# Heavy kernels that spend most of their time with the GIL released (BLAS,
+# large copies and ufunc loops): what overlap may move to the worker thread.
+_OVERLAPPABLE = frozenset({"conv2d", "conv2d_grad_input", "conv2d_grad_filter", "max_pool2d",
+                           "max_pool2d_grad", "avg_pool2d", "avg_pool2d_grad"})
+
+
+class _OverlapSettings:
+    """Whether plans compiled from now on overlap heavy ops (the flag
+    ``inter_op_parallelism``); only worth it with a second core."""
+
+    def __init__(self):
+        self.enabled = (os.cpu_count() or 1) > 1
+
+
+overlap = _OverlapSettings()
+_worker = {"pool": None, "pid": None}
+_worker_lock = threading.Lock()
+
+
+def _submit(kernel, *args):
+    """Run ``kernel(*args)`` on the one worker thread (made again after a fork)."""
+    pool = _worker["pool"]
+    if pool is None or _worker["pid"] != os.getpid():
+        with _worker_lock:
+            if _worker["pool"] is None or _worker["pid"] != os.getpid():
+                _worker["pool"] = ThreadPoolExecutor(1, thread_name_prefix="dy2stat-overlap")
+                _worker["pid"] = os.getpid()
+            pool = _worker["pool"]
+    return pool.submit(kernel, *args)
 
 
 def _pred(value) -> bool:
@@ -79,21 +119,23 @@ def _pred(value) -> bool:
 class _Value:
     """One definition of a name inside one generated function (SSA)."""
 
-    __slots__ = ("name", "var", "param", "fresh", "buffers", "last_use", "slot")
+    __slots__ = ("name", "var", "param", "fresh", "buffers", "first_use", "last_use", "slot")
 
     def __init__(self, name: str, var: Var | None, param: bool):
         self.name, self.var, self.param = name, var, param
         self.fresh = False  # allocated by an op in this function: may be written in place
         self.buffers: frozenset = frozenset()  # buffers it may share (for aliasing)
+        self.first_use = -1  # the first op reading it; len(ops) when only returned
         self.last_use = -1  # the last op reading it; len(ops) when returned
         self.slot = -1
 
 
 class _Step:
-    __slots__ = ("index", "op", "opdef", "attrs", "ins", "outs", "reads", "subs")
+    __slots__ = ("index", "op", "opdef", "attrs", "ins", "outs", "reads", "subs", "join")
 
     def __init__(self, index, op, opdef, attrs):
         self.index, self.op, self.opdef, self.attrs = index, op, opdef, attrs
+        self.join = -1  # run on the worker thread, joined before this op (overlap)
         self.ins: list[list[_Value]] = []
         self.outs: list[list[_Value]] = []
         self.reads: list[_Value] = []
@@ -153,7 +195,8 @@ class Function:
     """
 
     def __init__(self, mod: Module, base: str, ops: list[Operator], blocks: list[Block],
-                 args: list[str], outs: list[str], single: bool = False):
+                 args: list[str], outs: list[str], single: bool = False,
+                 overlap_ops: bool = False):
         self.mod, self.blocks, self.single = mod, blocks, single
         self.name = mod.function_name(base)
         mod.ns[self.name] = None  # reserve the name
@@ -168,9 +211,15 @@ class Function:
         self.results = [self._read(n) for n in outs]
         for step in self.steps:
             for v in step.reads:
+                if v.first_use < 0:
+                    v.first_use = step.index
                 v.last_use = step.index
         for v in self.results:
+            if v.first_use < 0:
+                v.first_use = len(self.steps)
             v.last_use = len(self.steps)
+        if overlap_ops:
+            self._choose_overlap()
 
     # ------------------------------------------------------------ analysis
 
@@ -272,6 +321,28 @@ class Function:
         args = list(attrs["body_args"]) + list(attrs.get("saved", [])) + list(attrs["grad_args"])
         return [sub("grad_block", args, outs, ops=ops, extra=[body])]
 
+    def _choose_overlap(self) -> None:
+        """Mark the heavy ops to run on the worker thread (see the module docstring).
+
+        Decided from the last op back, so an op counts the heavy ops after it
+        that stay on the calling thread, and a long side branch (a weight
+        gradient read only at the end) wins over its neighbours.
+        """
+        heavy = {s.index for s in self.steps if s.op.type in _OVERLAPPABLE}
+        for step in reversed(self.steps):
+            outs = _flat(step.outs)
+            if (step.op.type not in _OVERLAPPABLE or not outs
+                    or any(v.var is None or v.var.persistable or v.first_use < 0
+                           for v in outs)):
+                continue
+            join = min(v.first_use for v in outs)
+            if not any(step.index < h < join for h in heavy):
+                continue  # nothing heavy to run meanwhile: the thread hop would only cost
+            step.join = join
+            heavy.discard(step.index)
+            for v in step.reads:  # read by the worker until the join: keep them intact
+                v.last_use = max(v.last_use, join)
+
     # -------------------------------------------------------------- codegen
 
     def emit(self, persistable_params=(), copy_scope_results=False) -> None:
@@ -291,7 +362,9 @@ class Function:
         self.releases: list[list[str]] = []
         self.in_place: list[int] = []
         for step in self.steps:
+            lines += self._joins(step.index)
             lines += self._emit_step(step, holders, free_slots)
+        lines += self._joins(len(self.steps))
         results = []
         for v in self.results:
             text = f"v{v.slot}"
@@ -303,6 +376,22 @@ class Function:
         else:
             lines.append((f"    return {_tuple(results)}", None))
         mod.functions.append(lines)
+
+    def _joins(self, index: int) -> list:
+        """Lines that wait for the worker's ops whose results op ``index`` reads."""
+        lines = []
+        for step in self.steps:
+            if step.join == index:
+                outs = ", ".join(f"v{v.slot}" for v in _flat(step.outs))
+                lines.append((f"    {outs} = _f{step.index}.result()", self._describe(step)))
+                lines.append((f"    del _f{step.index}", None))
+        return lines
+
+    def _describe(self, step: _Step) -> str:
+        desc = f"block {self.blocks[0].idx}, op {step.index} ({step.op.type})"
+        if step.op.origin:
+            desc += f", built at\n{step.op.origin}"
+        return desc
 
     def _emit_step(self, step: _Step, holders, free_slots: list[int]) -> list:
         i, op, mod = step.index, step.op, self.mod
@@ -324,9 +413,7 @@ class Function:
                     v.slot, self.n_slots = self.n_slots, self.n_slots + 1
                 taken.add(v.slot)
         self._track_buffers(step, target, holders)
-        desc = f"block {self.blocks[0].idx}, op {i} ({op.type})"
-        if op.origin:
-            desc += f", built at\n{op.origin}"
+        desc = self._describe(step)
         code = [(f"    # {i}: {_comment(op)}", None)]
         code += [(line, desc) for line in self._code(step, target)]
         released, dels = [], []
@@ -434,7 +521,7 @@ class Function:
             call = ", ".join(["S", ins[0][0], inputs, _tuple(ins[2])]
                              + [f"v{v.slot}" for v in free])
             return [f"    {_targets(outs[0] + outs[1])}{runner}({call})"]
-        fast = self._fast_call(step, ins, out_kw)
+        fast = None if step.join >= 0 else self._fast_call(step, ins, out_kw)
         if fast is not None:
             return [f"    {outs[0][0]} = {fast}"]
         kernel = mod.const(_bind(opdef.kernel, step.attrs), "k")
@@ -444,6 +531,9 @@ class Function:
                 args.append(f"[{', '.join(group)}]")
             else:
                 args.append(group[0] if group else "None")
+        if step.join >= 0:  # overlapped: _joins assigns the outputs
+            mod.ns.setdefault("_submit", _submit)
+            return [f"    _f{step.index} = _submit({', '.join([kernel, 'xp', *args])})"]
         call = f"{kernel}({', '.join(['xp', *args])})"
         lhs = []
         for slot, group in zip(opdef.outputs, outs):

@@ -24,7 +24,7 @@ import weakref
 
 import numpy
 
-from dy2stat.runtime import shapes
+from dy2stat.runtime import codegen, shapes
 from dy2stat.runtime.codegen import Function, Module
 from dy2stat.runtime.ir import Program
 
@@ -215,7 +215,8 @@ def compile(program: Program, feed_names, fetch_names, xp=numpy) -> Plan:  # noq
         if block.find_var(name) is None:
             raise ValueError(f"fetch {name!r}: the program has no variable named {name!r}")
     mod = Module(program, xp)
-    fn = Function(mod, "block_0", list(block.ops), [block], feed_names, fetch_names)
+    fn = Function(mod, "block_0", list(block.ops), [block], feed_names, fetch_names,
+                  overlap_ops=xp is numpy and codegen.overlap.enabled)
     persistables = []
     for name in fn.free:
         var = block.find_var(name)

@@ -19,7 +19,7 @@ from dy2stat.dispatch import Node
 from dy2stat.kernels import backend
 from dy2stat.mode import state
 from dy2stat.runtime import backward as runtime_backward
-from dy2stat.runtime import dtypes
+from dy2stat.runtime import dtypes, passes
 from dy2stat.runtime import executor as runtime_executor
 from dy2stat.runtime.ir import Program
 from dy2stat.runtime.registry import OpDef, Slot
@@ -34,6 +34,8 @@ class ProgramRunner:
         self.feed_names = list(feed_names)
         self.fetch_names = list(fetch_names)
         self.captured = captured  # name -> eager Tensor read at every run
+        # What runs: the program rewritten by the passes that change no result.
+        self._optimized = passes.pool_before_relu(program, self.fetch_names)
         self._plans: dict = {}
         # (xp, inputs needing grad, trainable names) ->
         #     (forward plan, backward plan, saved names, grad names)
@@ -43,7 +45,8 @@ class ProgramRunner:
     def run_arrays(self, arrays: list) -> list:
         """Forward only: arrays in, arrays out (no tape)."""
         scope, where = self._scope()
-        plan = self._plan("forward", self.program, self.feed_names, self.fetch_names, scope.xp)
+        plan = self._plan("forward", self._optimized, self.feed_names, self.fetch_names,
+                          scope.xp)
         with where:
             return plan.run(self._feeds(arrays, scope.xp), scope)
 
@@ -89,7 +92,7 @@ class ProgramRunner:
         key = (xp, needs, trainable)
         if key in self._backward:
             return self._backward[key]
-        full = copy.deepcopy(self.program)
+        full = copy.deepcopy(self._optimized)
         block = full.global_block()
         n_forward = len(block.ops)
         float_feeds = [n for n, need in zip(self.feed_names, needs)

@@ -1,5 +1,7 @@
 """``set_flags`` / ``get_flags``: validation, Paddle's FLAGS_ spelling, and what they set."""
 
+import os
+
 import pytest
 
 from dy2stat import flags
@@ -8,7 +10,8 @@ from dy2stat.kernels import cudnn
 
 def test_defaults_and_reading():
     assert flags.get_flags() == {"cudnn_exhaustive_search": False, "cudnn_deterministic": False,
-                                 "use_cudnn": True}
+                                 "use_cudnn": True,
+                                 "inter_op_parallelism": (os.cpu_count() or 1) > 1}
     assert flags.get_flags("FLAGS_use_cudnn") == {"FLAGS_use_cudnn": True}
     assert flags.get_flags(["cudnn_deterministic"]) == {"cudnn_deterministic": False}
     assert set(flags.describe()) == set(flags.get_flags())

@@ -193,6 +193,29 @@ def test_max_pool2d_grad_ties_go_to_first_max():
     assert y.dtype == dx.dtype == np.float32
 
 
+def max_pool_grad_ref(x, dy, k, s, p):
+    """Loops: each window's dy goes to its first maximum (row-major order)."""
+    xpad = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=-np.inf)
+    dx = np.zeros_like(xpad)
+    for n, c, i, j in np.ndindex(dy.shape):
+        win = xpad[n, c, i * s : i * s + k, j * s : j * s + k]
+        a, b = np.unravel_index(np.argmax(win), win.shape)
+        dx[n, c, i * s + a, j * s + b] += dy[n, c, i, j]
+    return dx[:, :, p : p + x.shape[2], p : p + x.shape[3]]
+
+
+@pytest.mark.parametrize("k,s,p", [(2, 2, 0), (3, 2, 1), (2, 3, 0)])
+def test_max_pool2d_grad_large_with_ties(k, s, p):
+    """Big enough for the branch-free selection; ReLU-like input has many tied zeros."""
+    x = np.maximum(rand(8, 8, 40, 40, dtype=np.float32), 0)
+    y = nnk.max_pool2d(np, x, k, s, p)
+    assert y[0].size >= 4096 // 8
+    dy = rand(*y.shape, dtype=np.float32)
+    dx = nnk.max_pool2d_grad(np, x, y, dy, k, s, p)
+    # overlapping windows add in another order: equal up to rounding
+    np.testing.assert_allclose(dx, max_pool_grad_ref(x, dy, k, s, p), rtol=1e-6, atol=1e-6)
+
+
 def test_pools_keep_float32():
     x = rand(2, 3, 5, 5, dtype=np.float32)
     for fn in (nnk.max_pool2d, nnk.avg_pool2d):

@@ -518,3 +518,74 @@ def test_a_negative_zero_attr_is_not_taken_for_the_default():
     out = build.append(g, "full", [], {"shape": [2], "value": -0.0, "dtype": "float32"})
     (value,) = executor.compile(p, [], [out.name]).run({}, Scope())
     assert np.signbit(value).all()
+
+
+# ----------------------------------------------------------------- overlap
+
+
+def _side_branch_program():
+    """A weight-gradient-like side branch (conv2d_grad_filter of ``a``, read only at
+    the end) next to a chain with a heavy op; ``a`` dies in an elementwise op that
+    would write in place while the worker still reads it."""
+    p = Program()
+    g = p.global_block()
+    g.create_var((-1, 2, 8, 8), "float64", name="x", is_data=True)
+    g.create_var((-1, 3, -1, -1), "float64", name="dy", is_data=True)
+    g.create_var((3, 2, 3, 3), "float64", name="w", persistable=True)
+    a = programs.op(g, "exp", {"X": "x"})
+    dw = programs.op(g, "conv2d_grad_filter", {"X": a, "DOut": "dy", "Filter": "w"})
+    pooled = programs.op(g, "max_pool2d", {"X": a}, {"kernel_size": 2})
+    b = programs.op(g, "tanh", {"X": a})  # a's last use: in place, unless the worker reads a
+    return p, [dw, pooled, b]
+
+
+def _run_with_overlap(enabled, program, fetch, feed, params):
+    from dy2stat.runtime import codegen
+
+    old = codegen.overlap.enabled
+    codegen.overlap.enabled = enabled
+    try:
+        plan = executor.compile(program, list(feed), fetch)
+    finally:
+        codegen.overlap.enabled = old
+    return plan, plan.run(feed, Scope(dict(params)))
+
+
+def test_a_side_branch_runs_on_the_worker_with_the_same_results():
+    program, fetch = _side_branch_program()
+    rng = np.random.default_rng(3)
+    feed = {"x": rng.standard_normal((4, 2, 8, 8)), "dy": rng.standard_normal((4, 3, 6, 6))}
+    params = {"w": rng.standard_normal((3, 2, 3, 3))}
+    serial, want = _run_with_overlap(False, program, fetch, feed, params)
+    overlapped, got = _run_with_overlap(True, program, fetch, feed, params)
+    assert "_submit(" not in serial.source
+    assert overlapped.source.count("_submit(") == 1 and ".result()" in overlapped.source
+    assert "out=" not in overlapped.source  # a stays intact while the worker reads it
+    for g, w in zip(got, want):
+        assert g.tobytes() == w.tobytes()
+    np.testing.assert_allclose(got[1], np.exp(feed["x"]).reshape(4, 2, 4, 2, 4, 2).max((3, 5)))
+
+
+def test_an_error_on_the_worker_names_the_op():
+    program, fetch = _side_branch_program()
+    feed = {"x": np.ones((4, 2, 8, 8)), "dy": np.ones((4, 3, 5, 5))}  # dy does not fit
+    with pytest.raises(ValueError) as info:
+        _run_with_overlap(True, program, fetch, feed, {"w": np.ones((3, 2, 3, 3))})
+    assert any("op 1 (conv2d_grad_filter)" in note for note in info.value.__notes__)
+
+
+def test_the_flag_turns_overlap_off_for_new_plans():
+    import dy2stat as d2s
+    from dy2stat.runtime import codegen
+
+    old = codegen.overlap.enabled
+    try:
+        d2s.set_flags({"inter_op_parallelism": False})
+        program, fetch = _side_branch_program()
+        plan = executor.compile(program, ["x", "dy"], fetch)
+        assert "_submit(" not in plan.source
+        d2s.set_flags({"inter_op_parallelism": True})
+        plan = executor.compile(program, ["x", "dy"], fetch)
+        assert "_submit(" in plan.source
+    finally:
+        codegen.overlap.enabled = old
