@@ -11,6 +11,11 @@ eager vs converted, with the ratio. Both runs start from the same weights, and t
 script checks that their losses agree.
 Targets (issue 5): converted >= 1.3x faster than eager on LeNet, >= 2x on the LSTM.
 ``--profile`` prints the top cProfile entries of each configuration.
+
+BLAS runs on one thread unless ``OPENBLAS_NUM_THREADS`` (or ``OMP_NUM_THREADS``)
+is set: OpenBLAS threads slow these small products down in both modes and
+make the readings swing. Converted plans may still run a convolution
+gradient on a second thread (the ``inter_op_parallelism`` flag).
 """
 
 from __future__ import annotations
@@ -18,8 +23,12 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
 import time
+
+if __name__ == "__main__" and "OMP_NUM_THREADS" not in os.environ:
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy loads OpenBLAS
 
 import numpy as np
 
@@ -146,6 +155,8 @@ def main():
             profile(f"{name}, eager", eager, args.steps)
             profile(f"{name}, converted", converted, args.steps)
 
+    print(f"\nBLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS') or 'OpenBLAS default'}; "
+          f"inter_op_parallelism: {d2s.get_flags('inter_op_parallelism')['inter_op_parallelism']}")
     print(f"\n{'case (forward+backward+Adam)':52s} {'eager ms':>9s} {'static ms':>10s} "
           f"{'speedup':>8s} {'target':>7s}")
     for name, t_eager, t_converted, target in rows:
