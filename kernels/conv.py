@@ -208,6 +208,17 @@ def _windows(k, s, out):
             yield (Ellipsis, _window(i, sh, oh), _window(j, sw, ow))
 
 
+def _combine_windows(xp, a, k, s, out, ufunc):
+    """``ufunc`` over every window position of ``a``, into one new array."""
+    windows = [a[win] for win in _windows(k, s, out)]
+    if len(windows) == 1:
+        return windows[0].copy()
+    result = ufunc(windows[0], windows[1])
+    for w in windows[2:]:
+        ufunc(result, w, out=result)
+    return result
+
+
 def _lowest(xp, dtype):
     return -math.inf if xp.dtype(dtype).kind == "f" else xp.iinfo(dtype).min
 
@@ -215,11 +226,7 @@ def _lowest(xp, dtype):
 def max_pool2d(xp, x, kernel_size, stride=None, padding=0, ceil_mode=False):
     """Max pooling of NCHW ``x``; padding counts as -inf."""
     k, s, out, pads = _pool_geometry(x.shape, kernel_size, stride, padding, ceil_mode)
-    xpad = _pad(xp, x, pads, _lowest(xp, x.dtype))
-    y = None
-    for win in _windows(k, s, out):
-        y = xpad[win].copy() if y is None else xp.maximum(y, xpad[win])
-    return y
+    return _combine_windows(xp, _pad(xp, x, pads, _lowest(xp, x.dtype)), k, s, out, xp.maximum)
 
 
 def max_pool2d_grad(xp, x, y, dy, kernel_size, stride=None, padding=0, ceil_mode=False):
@@ -254,19 +261,13 @@ def _avg_divisor(xp, x, k, s, out, pads, exclusive):
     if not exclusive:
         return k[0] * k[1]
     ones = _pad(xp, xp.ones(x.shape[2:], dtype=x.dtype), pads[2:])
-    count = None
-    for win in _windows(k, s, out):
-        count = ones[win].copy() if count is None else count + ones[win]
-    return count
+    return _combine_windows(xp, ones, k, s, out, xp.add)
 
 
 def avg_pool2d(xp, x, kernel_size, stride=None, padding=0, ceil_mode=False, exclusive=True):
     """Average pooling of NCHW ``x``; ``exclusive`` leaves padding out of the divisor."""
     k, s, out, pads = _pool_geometry(x.shape, kernel_size, stride, padding, ceil_mode)
-    xpad = _pad(xp, x, pads)
-    total = None
-    for win in _windows(k, s, out):
-        total = xpad[win].copy() if total is None else total + xpad[win]
+    total = _combine_windows(xp, _pad(xp, x, pads), k, s, out, xp.add)
     return (total / _avg_divisor(xp, x, k, s, out, pads, exclusive)).astype(x.dtype, copy=False)
 
 
