@@ -40,7 +40,8 @@ def clone_program(program: Program) -> Program:
 
 def prune(program: Program, feed_names, fetch_names) -> Program:
     """The part of ``program`` that computes ``fetch_names`` from ``feed_names``
-    and the persistable variables, as a new Program.
+    and the persistable variables, as a new Program. Output-less ops (``print``,
+    ``assert``) that can run on those values stay, with what they read.
 
     Raises ``ValueError`` naming the fetch when one cannot be computed (it needs
     a value that is neither fed, a parameter, nor computed by an op) and naming
@@ -70,6 +71,7 @@ def prune(program: Program, feed_names, fetch_names) -> Program:
         raise ValueError("prune: cannot compute the fetches: "
                          + _why_missing(glob, problem[0], feeds))
 
+    kept = _with_checks(program, kept, feeds)
     used = set(feeds) | set(fetches)
     for i in kept:
         used.update(_reads(program, glob.ops[i]))
@@ -164,6 +166,21 @@ def _live_ops(program: Program, roots: set, cut: set, forced=None) -> list[int]:
             needed.update(n for n in _reads(program, op) if n not in cut)
     kept.reverse()
     return kept
+
+
+def _with_checks(program: Program, kept: list[int], feeds) -> list[int]:
+    """``kept`` and the output-less ops (``print``, ``assert``) of the global block
+    that can run from the feeds and parameters, with what they need: a pruned
+    program still prints and checks what the original did on those values."""
+    ops, taken = program.global_block().ops, set(kept)
+    for i, op in enumerate(ops):
+        if op.output_names() or i in taken:
+            continue
+        needed = _live_ops(program, set(_reads(program, op)), cut=set(feeds))
+        with_op = sorted(taken | {j for j in needed if j < i} | {i})
+        if _unavailable(program, with_op, feeds, []) is None:
+            taken = set(with_op)
+    return sorted(taken)
 
 
 def _reads(program: Program, op: Operator) -> list[str]:

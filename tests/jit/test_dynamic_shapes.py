@@ -1,6 +1,7 @@
 """Shape-dependent code with a -1 batch dim keeps working in converted code."""
 
 import numpy as np
+import pytest
 
 import dy2stat as d2s
 from dy2stat.static import InputSpec
@@ -45,3 +46,19 @@ def test_print_and_assert_run_with_the_program(capsys):
         assert "x must be positive" in str(error)
     else:
         raise AssertionError("the assert op did not fire")
+
+
+def test_a_saved_program_keeps_its_prints_and_asserts(tmp_path, capsys):
+    @d2s.jit.to_static(input_spec=[InputSpec([-1], "float32", "x")])
+    def f(x):
+        print("sum is", x.sum())
+        assert x.sum() > 0, "x must be positive"
+        return x * 2
+
+    d2s.jit.save(f, str(tmp_path / "f"))
+    loaded = d2s.jit.load(str(tmp_path / "f"))
+    capsys.readouterr()
+    np.testing.assert_array_equal(loaded(d2s.ones([3])).numpy(), [2.0, 2.0, 2.0])
+    assert capsys.readouterr().out == "sum is 3.0\n"
+    with pytest.raises(AssertionError, match="x must be positive"):
+        loaded(-d2s.ones([3]))

@@ -266,3 +266,24 @@ def test_pruned_random_programs_compute_the_same(case):
     reloads(pruned, list(pruned_feed), fetch)
     dce = dead_code_elimination(program, fetch)
     assert ops_of(dce) == ops_of(pruned)
+
+
+def test_prune_keeps_checks_it_can_run_and_drops_the_rest():
+    """An assert on the input stays (with the op it reads); one on a label that is
+    not fed goes, without an error."""
+    p = Program()
+    g = p.global_block()
+    g.create_var((-1, 3), "float32", name="x", is_data=True)
+    g.create_var((-1,), "int64", name="label", is_data=True)
+    total = P.op(g, "sum", {"X": "x"}, {"axis": None}, out="total")
+    positive = P.op(g, "greater_than", {"X": total, "Y": "total"}, out="positive")
+    g.append_op(Operator("assert", {"Cond": [positive]}, {}, {"message": "x"}))
+    bad = P.op(g, "less_than", {"X": "label", "Y": "label"}, out="bad")
+    g.append_op(Operator("assert", {"Cond": [bad]}, {}, {"message": "label"}))
+    y = P.op(g, "scale", {"X": "x"}, {"scale": 2.0}, out="y")
+    pruned = prune(p, ["x"], [y])
+    assert ops_of(pruned) == [("sum", ["total"]), ("greater_than", ["positive"]),
+                              ("assert", []), ("scale", ["y"])]
+    assert pruned.global_block().ops[2].attrs["message"] == "x"
+    assert "label" not in pruned.global_block().vars
+    reloads(pruned, ["x"], [y])
