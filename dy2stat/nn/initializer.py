@@ -13,7 +13,8 @@ import math
 
 import numpy as np
 
-from dy2stat.kernels import random
+from dy2stat.kernels import backend, random
+from dy2stat.tensor import Tensor
 
 __all__ = [
     "Assign", "Constant", "Initializer", "KaimingNormal", "KaimingUniform", "Normal",
@@ -157,7 +158,8 @@ class Assign(Initializer):
     """Exactly the given values (an array, list or Tensor); eager layers only."""
 
     def __init__(self, value):
-        self.value = np.asarray(value)
+        # kept on the host: a Tensor's or a CuPy array's values are copied here
+        self.value = backend.to_host(value._data if isinstance(value, Tensor) else value)
 
     def __call__(self, shape, dtype, xp=np):
         if list(self.value.shape) != [int(d) for d in shape]:

@@ -125,9 +125,15 @@ class Optimizer:
 
     def _update_eager(self, pairs) -> None:
         pairs = self._preprocess(pairs)
-        lr = self._lr_tensor
+        lr_by_place = {self._lr_tensor.place: self._lr_tensor}
         attrs = self._attrs()
         for param, grad in pairs:
+            # A model moved to another device after the optimizer was built: the
+            # rate and the state follow each parameter.
+            place = param.place
+            lr = lr_by_place.get(place)
+            if lr is None:
+                lr = lr_by_place[place] = self._lr_tensor.to(place)
             state = [self._eager_state(param, acc) for acc in self._accumulators]
             rate = _scaled(lr, _lr_multiplier(param))
             out = apply(self._op_type, param, grad, *state, rate, **attrs)
@@ -143,6 +149,8 @@ class Optimizer:
             shape = [1] if acc.scalar else param.shape
             value = per_param[id(param)] = full(shape, self._init_value(acc),
                                                 _state_dtype(param.dtype))
+        if value.place != param.place:
+            value = per_param[id(param)] = value.to(param.place)
         return value
 
     def clear_grad(self, set_to_zero: bool = False) -> None:

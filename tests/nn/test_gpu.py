@@ -62,3 +62,35 @@ def test_layers_built_on_the_gpu_live_there(gpu):
     assert all(t.place.startswith("gpu") for t in layer.parameters() + layer.buffers())
     out = layer(d2s.randn([6, 4]))
     assert out.place.startswith("gpu") and out.shape == [6, 3]
+
+
+@pytest.mark.parametrize("opt", ["SGD", "Momentum", "Adam", "AdamW"])
+def test_an_optimizer_made_before_the_move_follows_the_parameters(gpu, opt):
+    """The learning rate and the optimizer's state live where each parameter lives."""
+    d2s.seed(3)
+    cpu_model = nn.Linear(4, 2)
+    gpu_model = nn.Linear(4, 2)
+    gpu_model.set_state_dict(cpu_model.state_dict())
+    cpu_opt = getattr(d2s.optimizer, opt)(parameters=cpu_model.parameters(), learning_rate=0.1)
+    gpu_opt = getattr(d2s.optimizer, opt)(parameters=gpu_model.parameters(), learning_rate=0.1)
+    gpu_model.to("gpu")  # after the optimizer was built on the CPU
+    x = randn(3, 4)
+    for _ in range(2):
+        for model, optimizer, place in ((cpu_model, cpu_opt, "cpu"), (gpu_model, gpu_opt, "gpu")):
+            model(d2s.to_tensor(x, place=place)).sum().backward()
+            optimizer.step()
+            optimizer.clear_grad()
+    assert gpu_model.weight.place.startswith("gpu")
+    np.testing.assert_allclose(gpu_model.weight.numpy(), cpu_model.weight.numpy(), rtol=1e-5)
+
+
+def test_assign_takes_values_from_gpu_arrays_and_tensors(gpu):
+    """CuPy refuses np.asarray on its arrays: Assign copies them to the host itself."""
+    from dy2stat.kernels import backend
+
+    d2s.set_device("gpu")
+    host = np.array([[1.0, 2.0], [3.0, 4.0]], "float32")
+    for values in (backend.cupy.asarray(host), d2s.to_tensor(host)):
+        layer = nn.Linear(2, 2, weight_attr=nn.initializer.Assign(values))
+        assert layer.weight.place.startswith("gpu")
+        np.testing.assert_array_equal(layer.weight.numpy(), host)
