@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from dy2stat import device
 from dy2stat.kernels.backend import to_host
 from dy2stat.runtime import prune, serialize
 from dy2stat.static.builder import captured_tensors
@@ -42,13 +43,14 @@ def save_inference_model(path_prefix: str, feed_vars, fetch_vars, executor: Exec
 
 
 def load_inference_model(path_prefix: str, executor: Executor | None = None):
-    """``[program, feed_names, fetch_targets]``; parameters go into the global scope."""
+    """``[program, feed_names, fetch_targets]``; parameters go into the global scope,
+    on the executor's device (the current device when there is no executor)."""
     program, feed_names, fetch_names = serialize.load_program(f"{path_prefix}.json")
     params = serialize.load_params(f"{path_prefix}.safetensors")
     serialize.check_params(program, params, f"{path_prefix}.safetensors")
-    xp = executor.xp if executor is not None else None
+    xp = executor.xp if executor is not None else device.current.xp
     scope = global_scope()
     for name, value in params.items():
-        scope[name] = xp.asarray(value) if xp is not None else value
+        scope[name] = xp.asarray(value)
     block = program.global_block()
     return [program, feed_names, [Variable(block, n) for n in fetch_names]]

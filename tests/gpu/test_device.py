@@ -205,6 +205,24 @@ def test_static_executor_runs_programs_on_the_gpu(cp):
 
 
 @gpu
+def test_loading_without_an_executor_puts_parameters_on_the_current_device(cp, tmp_path):
+    main, startup = static.Program(), static.Program()
+    with static.program_guard(main, startup):
+        x = static.data("x", [-1, 4])
+        y = static.nn.fc(x, 3)
+    exe = static.Executor()
+    exe.run(startup)
+    feed = {"x": np.ones((2, 4), "float32")}
+    (want,) = exe.run(main, feed=feed, fetch_list=[y])
+    static.save_inference_model(str(tmp_path / "m"), [x], [y], exe)
+    program, feeds, fetches = static.load_inference_model(str(tmp_path / "m"))  # no executor
+    assert all(isinstance(static.global_scope()[p.name], cp.ndarray)
+               for p in program.persistables())
+    (got,) = static.Executor().run(program, feed=feed, fetch_list=fetches)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@gpu
 def test_an_explicit_executor_place_leaves_the_current_device_alone(cp):
     d2s.set_device("cpu")
     exe = static.Executor("gpu:0")
