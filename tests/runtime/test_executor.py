@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import dy2stat  # noqa: F401  (registers every op)
+import dy2stat as d2s  # (importing it registers every op)
 from dy2stat.kernels import backend
-from dy2stat.runtime import build, executor
+from dy2stat.runtime import build, codegen, executor
 from dy2stat.runtime.executor import Executor, Scope
 from dy2stat.runtime.ir import Operator, Program
 from tests.runtime import programs
@@ -540,8 +540,6 @@ def _side_branch_program():
 
 
 def _run_with_overlap(enabled, program, fetch, feed, params):
-    from dy2stat.runtime import codegen
-
     old = codegen.overlap.enabled
     codegen.overlap.enabled = enabled
     try:
@@ -575,9 +573,6 @@ def test_an_error_on_the_worker_names_the_op():
 
 
 def test_the_flag_turns_overlap_off_for_new_plans():
-    import dy2stat as d2s
-    from dy2stat.runtime import codegen
-
     old = codegen.overlap.enabled
     try:
         d2s.set_flags({"inter_op_parallelism": False})
