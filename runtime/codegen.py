@@ -218,6 +218,7 @@ class Function:
             if v.first_use < 0:
                 v.first_use = len(self.steps)
             v.last_use = len(self.steps)
+        self.joins: dict[int, list[_Step]] = defaultdict(list)  # op index -> steps joined
         if overlap_ops:
             self._choose_overlap()
 
@@ -339,6 +340,7 @@ class Function:
             if not any(step.index < h < join for h in heavy):
                 continue  # nothing heavy to run meanwhile: the thread hop would only cost
             step.join = join
+            self.joins[join].insert(0, step)
             heavy.discard(step.index)
             for v in step.reads:  # read by the worker until the join: keep them intact
                 v.last_use = max(v.last_use, join)
@@ -380,11 +382,10 @@ class Function:
     def _joins(self, index: int) -> list:
         """Lines that wait for the worker's ops whose results op ``index`` reads."""
         lines = []
-        for step in self.steps:
-            if step.join == index:
-                outs = ", ".join(f"v{v.slot}" for v in _flat(step.outs))
-                lines.append((f"    {outs} = _f{step.index}.result()", self._describe(step)))
-                lines.append((f"    del _f{step.index}", None))
+        for step in self.joins.get(index, ()):
+            outs = ", ".join(f"v{v.slot}" for v in _flat(step.outs))
+            lines.append((f"    {outs} = _f{step.index}.result()", self._describe(step)))
+            lines.append((f"    del _f{step.index}", None))
         return lines
 
     def _describe(self, step: _Step) -> str:
