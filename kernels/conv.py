@@ -1,9 +1,10 @@
 """Convolution and pooling kernels over NCHW arrays (numpy or cupy).
 
-Convolution is im2col + a batched matmul: the columns are copied once out of
+Convolution is im2col + batched matmuls: the columns are copied once out of
 a strided window view (``as_strided``, which NumPy and CuPy both have), and
 the input gradient adds them back with one strided slice per kernel-window
-position (a loop over kh*kw, never over the batch or pixels).
+position (a loop over kh*kw, never over the batch or pixels). Pooling combines
+the kh*kw window views of the (padded) input the same way.
 """
 
 import math
@@ -57,7 +58,8 @@ def _pad(xp, x, pads, value=0):
 # Two layouts for the columns. Batch-major [N, C*KH*KW, OH*OW] feeds a batched
 # matmul that writes NCHW directly; its copies run along output rows, which is
 # slow when rows are short. Batch-minor [C*KH*KW, OH*OW*N] copies runs of
-# OW*N and needs one big matmul, plus a transpose: faster for small maps.
+# OW*N, then needs products over chunks of columns and a transpose back to
+# NCHW: faster for small maps. The input gradient is always batch-minor.
 _SHORT_ROW = 16
 
 
