@@ -92,6 +92,37 @@ def test_conv2d_forward_and_grads(xs, ws, stride, padding, dilation, groups):
     assert y.flags.c_contiguous and dx.flags.c_contiguous
 
 
+def test_random_conv_geometries_satisfy_the_adjoint_identities():
+    """Both column layouts, groups, strides, dilation, a batch above the chunk size and
+    non-contiguous input: the forward against loops, the gradients by linearity
+    (<dy, conv(x, w)> = <grad_input(dy), x> = <grad_filter(dy), w>)."""
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        groups = int(rng.choice([1, 2, 3]))
+        cg, cout = int(rng.integers(1, 3)), groups * int(rng.integers(1, 3))
+        kh, kw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        stride = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+        padding = (int(rng.integers(0, 2)), int(rng.integers(0, 2)))
+        dilation = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+        n = int(rng.choice([1, 2, 5, 400]))
+        h = int(rng.integers(dilation[0] * (kh - 1) + 1, 9))
+        wd = int(rng.integers(dilation[1] * (kw - 1) + 1, 40))
+        x = rng.standard_normal((n, cg * groups, h, wd))
+        if rng.random() < 0.3:
+            x = np.asfortranarray(x)
+        w = rng.standard_normal((cout, cg, kh, kw))
+        attrs = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+        y = nnk.conv2d(np, x, w, **attrs)
+        np.testing.assert_allclose(y, conv_ref(x, w, stride, padding, dilation, groups),
+                                   rtol=1e-9, atol=1e-9, err_msg=str(attrs))
+        dy = rng.standard_normal(y.shape)
+        total = float((dy * y).sum())
+        dx = nnk.conv2d_grad_input(np, x, w, dy, **attrs)
+        dw = nnk.conv2d_grad_filter(np, x, dy, w, **attrs)
+        for grad, arg in ((dx, x), (dw, w)):
+            assert abs(float((grad * arg).sum()) - total) <= 1e-7 * max(1.0, abs(total))
+
+
 def test_conv2d_column_layouts_agree():
     """Short output rows use batch-minor columns, long ones batch-major: same answer."""
     x, w = rand(3, 4, 9, 20), rand(6, 2, 3, 3)
@@ -195,13 +226,18 @@ def test_max_pool2d_grad_ties_go_to_first_max():
 
 def max_pool_grad_ref(x, dy, k, s, p):
     """Loops: each window's dy goes to its first maximum (row-major order)."""
-    xpad = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=-np.inf)
+    (kh, kw), (sh, sw), (ph, pw) = k, s, p
+    oh, ow = dy.shape[2:]
+    h = max(x.shape[2] + 2 * ph, (oh - 1) * sh + kh)  # ceil_mode may reach past the padding
+    w = max(x.shape[3] + 2 * pw, (ow - 1) * sw + kw)
+    xpad = np.full(x.shape[:2] + (h, w), -np.inf)
+    xpad[:, :, ph : ph + x.shape[2], pw : pw + x.shape[3]] = x
     dx = np.zeros_like(xpad)
     for n, c, i, j in np.ndindex(dy.shape):
-        win = xpad[n, c, i * s : i * s + k, j * s : j * s + k]
+        win = xpad[n, c, i * sh : i * sh + kh, j * sw : j * sw + kw]
         a, b = np.unravel_index(np.argmax(win), win.shape)
-        dx[n, c, i * s + a, j * s + b] += dy[n, c, i, j]
-    return dx[:, :, p : p + x.shape[2], p : p + x.shape[3]]
+        dx[n, c, i * sh + a, j * sw + b] += dy[n, c, i, j]
+    return dx[:, :, ph : ph + x.shape[2], pw : pw + x.shape[3]]
 
 
 @pytest.mark.parametrize("k,s,p", [(2, 2, 0), (3, 2, 1), (2, 3, 0)])
@@ -213,7 +249,30 @@ def test_max_pool2d_grad_large_with_ties(k, s, p):
     dy = rand(*y.shape, dtype=np.float32)
     dx = nnk.max_pool2d_grad(np, x, y, dy, k, s, p)
     # overlapping windows add in another order: equal up to rounding
-    np.testing.assert_allclose(dx, max_pool_grad_ref(x, dy, k, s, p), rtol=1e-6, atol=1e-6)
+    want = max_pool_grad_ref(x, dy, (k, k), (s, s), (p, p))
+    np.testing.assert_allclose(dx, want, rtol=1e-6, atol=1e-6)
+
+
+def test_random_pool_geometries_against_loops():
+    """Windows, strides, padding and ceil_mode drawn at random; inputs full of ties."""
+    rng = np.random.default_rng(9)
+    for _ in range(100):
+        k = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        s = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        p = (int(rng.integers(0, k[0] // 2 + 1)), int(rng.integers(0, k[1] // 2 + 1)))
+        ceil_mode = bool(rng.random() < 0.3)
+        shape = (int(rng.choice([1, 3, 40])), int(rng.integers(1, 4)),
+                 int(rng.integers(k[0], 14)), int(rng.integers(k[1], 14)))
+        x = np.maximum(rng.standard_normal(shape), 0).round(1)
+        attrs = dict(kernel_size=k, stride=s, padding=p, ceil_mode=ceil_mode)
+        y = nnk.max_pool2d(np, x, **attrs)
+        np.testing.assert_array_equal(y, pool_ref(x, k, s, p, ceil_mode, "max"))
+        dy = rng.standard_normal(y.shape)
+        np.testing.assert_allclose(nnk.max_pool2d_grad(np, x, y, dy, **attrs),
+                                   max_pool_grad_ref(x, dy, k, s, p), rtol=1e-12, atol=1e-12,
+                                   err_msg=str(attrs))
+        np.testing.assert_allclose(nnk.avg_pool2d(np, x, **attrs),
+                                   pool_ref(x, k, s, p, ceil_mode, "avg"), rtol=1e-12)
 
 
 def test_pools_keep_float32():
