@@ -16,6 +16,7 @@ import dy2stat.kernels.nn as nnk
 from dy2stat.kernels import backend
 from dy2stat.kernels import random as rk
 from dy2stat.runtime.registry import get_op
+from tests.kernels.test_nn_kernels import conv_ref, pair, pool_ref
 
 RNG = np.random.default_rng(7)
 
@@ -32,31 +33,7 @@ def dot(a, b) -> float:
     return float(np.sum(host(a).astype(np.float64) * host(b).astype(np.float64)))
 
 
-def pair(v):
-    return (v, v) if isinstance(v, int) else tuple(v)
-
-
 # ------------------------------------------------------------------ conv2d
-
-
-def conv_ref(x, w, stride, padding, dilation, groups):
-    """Direct convolution on the host, one output pixel at a time."""
-    n, c, h, wd = x.shape
-    cout, cg, kh, kw = w.shape
-    (sh, sw), (ph, pw), (dh, dw) = pair(stride), pair(padding), pair(dilation)
-    xp_ = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    y = np.zeros((n, cout, oh, ow), x.dtype)
-    per = cout // groups
-    for o in range(cout):
-        g = o // per
-        for i in range(oh):
-            for j in range(ow):
-                patch = xp_[:, g * cg:(g + 1) * cg, i * sh:i * sh + dh * (kh - 1) + 1:dh,
-                            j * sw:j * sw + dw * (kw - 1) + 1:dw]
-                y[:, o, i, j] = np.einsum("nckl,ckl->n", patch, w[o])
-    return y
 
 
 CONV_CASES = [
@@ -106,29 +83,6 @@ def test_conv2d_float32_stays_float32(xp):
 
 
 # ----------------------------------------------------------------- pooling
-
-
-def pool_ref(x, k, s, p, ceil_mode, kind, exclusive=True):
-    n, c, h, w = x.shape
-
-    def out(size, k, s, p):
-        if ceil_mode:
-            o = math.ceil((size + 2 * p - k) / s) + 1
-            return o - 1 if (o - 1) * s >= size + p else o
-        return (size + 2 * p - k) // s + 1
-
-    oh, ow = out(h, k[0], s[0], p[0]), out(w, k[1], s[1], p[1])
-    y = np.zeros((n, c, oh, ow), x.dtype)
-    for i in range(oh):
-        for j in range(ow):
-            h0, w0 = i * s[0] - p[0], j * s[1] - p[1]
-            win = x[:, :, max(h0, 0):min(h0 + k[0], h), max(w0, 0):min(w0 + k[1], w)]
-            if kind == "max":
-                y[:, :, i, j] = win.max(axis=(2, 3))
-            else:
-                div = win.shape[2] * win.shape[3] if exclusive else k[0] * k[1]
-                y[:, :, i, j] = win.sum(axis=(2, 3)) / div
-    return y
 
 
 POOL_CASES = [

@@ -38,10 +38,15 @@ def check_grad(forward, x, grad, dy, atol=1e-6):
 # ------------------------------------------------------------------ conv2d
 
 
+def pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
 def conv_ref(x, w, stride, padding, dilation, groups):
+    """Direct convolution, one output pixel at a time (stride etc.: ints or pairs)."""
     n, c, h, wd = x.shape
     cout, cg, kh, kw = w.shape
-    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    (sh, sw), (ph, pw), (dh, dw) = pair(stride), pair(padding), pair(dilation)
     xp_ = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
     oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
     ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
