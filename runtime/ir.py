@@ -146,6 +146,14 @@ class Program:
 
         yield from walk(self.global_block())
 
+    def writes(self, op: Operator) -> set:
+        """Names ``op`` writes, counting the ops of its sub-blocks."""
+        names = set(op.output_names())
+        for idx in op.sub_blocks():
+            for inner in self.blocks[idx].ops:
+                names |= self.writes(inner)
+        return names
+
     def list_vars(self):
         for block in self.blocks:
             yield from block.vars.values()

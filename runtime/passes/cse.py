@@ -75,7 +75,7 @@ def _cse_block(ctx: _Context, block: Block) -> None:
             continue
         if key is not None:
             first[key] = op
-        version.update(_writes(ctx.program, op))
+        version.update(ctx.program.writes(op))
         ops.append(op)
     block.ops = ops
 
@@ -159,11 +159,3 @@ def _rename(op: Operator, renamed: dict) -> None:
             # A while and its while_grad list the same saved values: each saved once.
             op.attrs[key] = list(dict.fromkeys(value)) if key == "saved" else value
 
-
-def _writes(program: Program, op: Operator) -> set:
-    """Names ``op`` writes, counting the ops of its sub-blocks."""
-    names = set(op.output_names())
-    for idx in op.sub_blocks():
-        for inner in program.blocks[idx].ops:
-            names |= _writes(program, inner)
-    return names

@@ -184,18 +184,10 @@ def _consumer_group(ctx, block, i, out, consumers, local_reads, group) -> int | 
     state = {n for n in block.ops[i].input_names() if block.var(n).persistable}
     if state:
         for j in range(i + 1, root + 1):
-            if state & _writes(ctx.program, block.ops[j]):
+            if state & ctx.program.writes(block.ops[j]):
                 return None
     return root
 
-
-def _writes(program: Program, op: Operator) -> set:
-    """Names ``op`` writes, counting the ops of its sub-blocks."""
-    names = set(op.output_names())
-    for idx in op.sub_blocks():
-        for inner in program.blocks[idx].ops:
-            names |= _writes(program, inner)
-    return names
 
 
 # ------------------------------------------------------------- the fused op
