@@ -72,14 +72,15 @@ _UNARY = {
 }
 # Ops that may write their result into their first input (``out=``).
 _IN_PLACE = frozenset(_BINARY) | frozenset(_UNARY) | {"relu"}
-# Ops whose output is always a new buffer that nothing else references (a
-# whitelist: reshape, transpose, getitem, expand, cast, sum_to_like, ... may
-# return views of their input or the input itself).
-_ALLOCATING = _IN_PLACE | {"matmul", "full", "full_like", "assign", "fused_elementwise"}
 # Heavy kernels that spend most of their time with the GIL released (BLAS,
 # large copies and ufunc loops): what overlap may move to the worker thread.
 _OVERLAPPABLE = frozenset({"conv2d", "conv2d_grad_input", "conv2d_grad_filter", "max_pool2d",
                            "max_pool2d_grad", "avg_pool2d", "avg_pool2d_grad"})
+# Ops whose output is always a new buffer that nothing else references (a
+# whitelist: reshape, transpose, getitem, expand, cast, sum_to_like, ... may
+# return views of their input or the input itself).
+_ALLOCATING = (_IN_PLACE | _OVERLAPPABLE
+               | {"matmul", "full", "full_like", "assign", "fused_elementwise"})
 
 
 class _OverlapSettings:
@@ -131,10 +132,12 @@ class _Value:
 
 
 class _Step:
-    __slots__ = ("index", "op", "opdef", "attrs", "ins", "outs", "reads", "subs", "join")
+    __slots__ = ("index", "number", "op", "opdef", "attrs", "ins", "outs", "reads", "subs",
+                 "join")
 
-    def __init__(self, index, op, opdef, attrs):
+    def __init__(self, index, number, op, opdef, attrs):
         self.index, self.op, self.opdef, self.attrs = index, op, opdef, attrs
+        self.number = number  # the op's index in its block (index: where it runs)
         self.join = -1  # run on the worker thread, joined before this op (overlap)
         self.ins: list[list[_Value]] = []
         self.outs: list[list[_Value]] = []
@@ -204,9 +207,10 @@ class Function:
         self.values: list[_Value] = []
         self.params = [self._define(n, param=True) for n in args]
         self.free: list[str] = []
+        order = _heavy_ops_early(ops) if overlap_ops else range(len(ops))
         entered = [b.idx for b in blocks if b.idx not in mod.compiling]
         mod.compiling.update(entered)
-        self.steps = [self._step(i, op) for i, op in enumerate(ops)]
+        self.steps = [self._step(i, k, ops[k]) for i, k in enumerate(order)]
         mod.compiling.difference_update(entered)
         self.results = [self._read(n) for n in outs]
         for step in self.steps:
@@ -245,14 +249,14 @@ class Function:
             self.free.append(name)
         return value
 
-    def _step(self, index: int, op: Operator) -> _Step:
+    def _step(self, index: int, number: int, op: Operator) -> _Step:
         opdef = get_op(op.type)
-        where = f"block {self.blocks[0].idx}, op {index} ({op.type})"
+        where = f"block {self.blocks[0].idx}, op {number} ({op.type})"
         try:
             attrs = opdef.full_attrs(op.attrs)
         except TypeError as exc:
             raise ValueError(f"{where}: {exc}") from None
-        step = _Step(index, op, opdef, attrs)
+        step = _Step(index, number, op, opdef, attrs)
         _check_slots(where, op.inputs, opdef.inputs, "input")
         _check_slots(where, op.outputs, opdef.outputs, "output")
         for slot in opdef.inputs:
@@ -389,7 +393,7 @@ class Function:
         return lines
 
     def _describe(self, step: _Step) -> str:
-        desc = f"block {self.blocks[0].idx}, op {step.index} ({step.op.type})"
+        desc = f"block {self.blocks[0].idx}, op {step.number} ({step.op.type})"
         if step.op.origin:
             desc += f", built at\n{step.op.origin}"
         return desc
@@ -415,7 +419,7 @@ class Function:
                 taken.add(v.slot)
         self._track_buffers(step, target, holders)
         desc = self._describe(step)
-        code = [(f"    # {i}: {_comment(op)}", None)]
+        code = [(f"    # {step.number}: {_comment(op)}", None)]
         code += [(line, desc) for line in self._code(step, target)]
         released, dels = [], []
         for v in _flat(step.outs):
@@ -573,6 +577,32 @@ class Function:
 
 def _flat(groups):
     return [v for group in groups for v in group]
+
+
+def _heavy_ops_early(ops: list[Operator]) -> list[int]:
+    """The order to run ``ops`` in (their indices): each overlappable op moved up to
+    right after the last op it depends on, so the worker thread can start it
+    before the ops it skipped.
+
+    An op moves above another only when neither writes a name the other reads
+    or writes; it never crosses control flow or an op with no outputs (print,
+    assert), whose effects are not named.
+    """
+    order = list(range(len(ops)))
+    for i, op in enumerate(ops):
+        if op.type not in _OVERLAPPABLE:
+            continue
+        reads, writes = set(op.input_names()), set(op.output_names())
+        to = i  # ops before i moved only up: op i is still at position i
+        while to > 0:
+            prev = ops[order[to - 1]]
+            prev_writes = set(prev.output_names())
+            if (prev.type in CONTROL_FLOW or not prev_writes or prev_writes & (reads | writes)
+                    or writes & set(prev.input_names())):
+                break
+            to -= 1
+        order.insert(to, order.pop(i))
+    return order
 
 
 def _tuple(items) -> str:

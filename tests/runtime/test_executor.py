@@ -564,6 +564,46 @@ def test_a_side_branch_runs_on_the_worker_with_the_same_results():
     np.testing.assert_allclose(got[1], np.exp(feed["x"]).reshape(4, 2, 4, 2, 4, 2).max((3, 5)))
 
 
+def test_a_weight_gradient_starts_before_the_input_gradient_it_follows():
+    """A conv filter gradient listed after the input gradient (as backward emits
+    them) is moved up to where its inputs are ready, so the worker computes it
+    while the input gradient runs; comments and results keep the program's order."""
+    p = Program()
+    g = p.global_block()
+    g.create_var((-1, 2, 8, 8), "float64", name="x", is_data=True)
+    g.create_var((-1, 3, 6, 6), "float64", name="dy", is_data=True)
+    g.create_var((3, 2, 3, 3), "float64", name="w", persistable=True)
+    dy2 = programs.op(g, "tanh", {"X": "dy"})
+    dx = programs.op(g, "conv2d_grad_input", {"X": "x", "Filter": "w", "DOut": dy2})
+    pooled = programs.op(g, "max_pool2d", {"X": programs.op(g, "exp", {"X": dx})},
+                         {"kernel_size": 2})
+    dw = programs.op(g, "conv2d_grad_filter", {"X": "x", "DOut": dy2, "Filter": "w"})
+    rng = np.random.default_rng(4)
+    feed = {"x": rng.standard_normal((4, 2, 8, 8)), "dy": rng.standard_normal((4, 3, 6, 6))}
+    params = {"w": rng.standard_normal((3, 2, 3, 3))}
+    _, want = _run_with_overlap(False, p, [pooled, dw], feed, params)
+    plan, got = _run_with_overlap(True, p, [pooled, dw], feed, params)
+    src = plan.source
+    assert src.index("# 4: ") < src.index("_submit(") < src.index("# 1: ")
+    assert src.count("_submit(") == 1
+    for a, b in zip(got, want):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_an_op_moves_up_only_past_ops_it_does_not_depend_on():
+    def op(type, ins, outs):
+        return Operator(type, {"X": list(ins)}, {"Out": list(outs)}, {})
+
+    ops = [op("exp", ["x"], ["a"]),
+           op("tanh", ["d"], ["b"]),  # reads the name the heavy op writes: stays above it
+           op("conv2d_grad_filter", ["a"], ["d"]),
+           op("exp", ["a"], ["c"]),
+           op("conv2d_grad_filter", ["a"], ["e"]),  # moves up to right after op 0
+           op("print", ["c"], []),
+           op("max_pool2d", ["a"], ["f"])]  # never crosses the print (no outputs)
+    assert codegen._heavy_ops_early(ops) == [0, 4, 1, 2, 3, 5, 6]
+
+
 def test_an_error_on_the_worker_names_the_op():
     program, fetch = _side_branch_program()
     feed = {"x": np.ones((4, 2, 8, 8)), "dy": np.ones((4, 3, 5, 5))}  # dy does not fit
