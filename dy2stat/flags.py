@@ -10,12 +10,18 @@ the wrong type, is an error naming it.
 from __future__ import annotations
 
 from dy2stat.kernels import cudnn
-from dy2stat.runtime import codegen
+from dy2stat.runtime import batch_split, codegen
 
 __all__ = ["get_flags", "set_flags"]
 
 # name -> (default, what it does, how it is applied)
 _FLAGS = {
+    "batch_parallelism": (
+        batch_split.settings.enabled,
+        "let converted Layers run a program whose ops treat the batch rows independently "
+        "on two halves of a large enough batch at once (NumPy, two or more cores)",
+        lambda v: setattr(batch_split.settings, "enabled", v),
+    ),
     "cudnn_exhaustive_search": (
         False,
         "time every cuDNN convolution algorithm once per shape and keep the fastest",

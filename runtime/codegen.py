@@ -44,6 +44,7 @@ import inspect
 import itertools
 import math
 import os
+import sys
 import threading
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -53,7 +54,7 @@ from dy2stat.runtime.ir import Block, Operator, Program, Var
 from dy2stat.runtime.ops.control_flow import CONTROL_FLOW
 from dy2stat.runtime.registry import get_op
 
-__all__ = ["Function", "Module", "overlap"]
+__all__ = ["Function", "Module", "on_worker", "overlap", "run_on_worker", "switching_often"]
 
 # Ops whose kernel is exactly one array-module function: called directly.
 _BINARY = {
@@ -94,18 +95,54 @@ class _OverlapSettings:
 overlap = _OverlapSettings()
 _worker = {"pool": None, "pid": None}
 _worker_lock = threading.Lock()
+_WORKER_NAME = "dy2stat-worker"
 
 
-def _submit(kernel, *args):
-    """Run ``kernel(*args)`` on the one worker thread (made again after a fork)."""
+def run_on_worker(function, *args):
+    """Start ``function(*args)`` on the one worker thread (made again after a fork);
+    returns its future."""
     pool = _worker["pool"]
     if pool is None or _worker["pid"] != os.getpid():
         with _worker_lock:
             if _worker["pool"] is None or _worker["pid"] != os.getpid():
-                _worker["pool"] = ThreadPoolExecutor(1, thread_name_prefix="dy2stat-overlap")
+                _worker["pool"] = ThreadPoolExecutor(1, thread_name_prefix=_WORKER_NAME)
                 _worker["pid"] = os.getpid()
             pool = _worker["pool"]
-    return pool.submit(kernel, *args)
+    return pool.submit(function, *args)
+
+
+class _SwitchInterval:
+    """While plan work runs on the worker thread, the interpreter hands the GIL
+    over every ``SWITCH_INTERVAL`` seconds instead of Python's 5 ms: a thread
+    back from a GIL-free kernel would otherwise wait up to the whole interval
+    while the other runs small ops (which keep the GIL). Counted, so
+    overlapping users restore Python's interval only when the last one ends."""
+
+    SWITCH_INTERVAL = 1e-4
+
+    def __init__(self):
+        self._lock, self._users, self._saved = threading.Lock(), 0, None
+
+    def __enter__(self):
+        with self._lock:
+            if self._users == 0:
+                self._saved = sys.getswitchinterval()
+                sys.setswitchinterval(min(self._saved, self.SWITCH_INTERVAL))
+            self._users += 1
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self._users -= 1
+            if self._users == 0:
+                sys.setswitchinterval(self._saved)
+
+
+switching_often = _SwitchInterval()
+
+
+def on_worker() -> bool:
+    """Whether this is the worker thread (which must not wait for itself)."""
+    return threading.current_thread().name.startswith(_WORKER_NAME)
 
 
 def _pred(value) -> bool:
@@ -537,7 +574,7 @@ class Function:
             else:
                 args.append(group[0] if group else "None")
         if step.join >= 0:  # overlapped: _joins assigns the outputs
-            mod.ns.setdefault("_submit", _submit)
+            mod.ns.setdefault("_submit", run_on_worker)
             return [f"    _f{step.index} = _submit({', '.join([kernel, 'xp', *args])})"]
         call = f"{kernel}({', '.join(['xp', *args])})"
         lhs = []

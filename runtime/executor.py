@@ -94,6 +94,7 @@ class Plan:
         self.in_place: list[int] = fn.in_place
         self.last_uses = {v.name: v.last_use for v in fn.values}
         self._fn = mod.ns[fn.name]
+        self._uses_worker = bool(fn.joins)  # overlapped ops (see codegen)
         self._filename, self._line_ops = mod.filename, mod.line_ops
         self._feed_set = frozenset(self.feed_names)
         block = program.global_block()
@@ -150,6 +151,9 @@ class Plan:
                 raise RuntimeError(f"parameter {missing!r} has no value: "
                                    "run the startup program first") from None
         try:
+            if self._uses_worker:
+                with codegen.switching_often:
+                    return list(self._fn(S, *args, *params))
             return list(self._fn(S, *args, *params))
         except Exception as exc:
             self._annotate(exc)
@@ -204,8 +208,10 @@ def _carry_names(program: Program) -> set:
     return names
 
 
-def compile(program: Program, feed_names, fetch_names, xp=numpy) -> Plan:  # noqa: A001
-    """Compile ``program`` for these feeds and fetches into a ``Plan``."""
+def compile(program: Program, feed_names, fetch_names, xp=numpy,  # noqa: A001
+            overlap: bool | None = None) -> Plan:
+    """Compile ``program`` for these feeds and fetches into a ``Plan``; ``overlap``
+    (default: the ``inter_op_parallelism`` flag) lets it use the worker thread."""
     feed_names, fetch_names = list(feed_names), list(fetch_names)
     block = program.global_block()
     for name in feed_names:
@@ -216,7 +222,8 @@ def compile(program: Program, feed_names, fetch_names, xp=numpy) -> Plan:  # noq
             raise ValueError(f"fetch {name!r}: the program has no variable named {name!r}")
     mod = Module(program, xp)
     fn = Function(mod, "block_0", list(block.ops), [block], feed_names, fetch_names,
-                  overlap_ops=xp is numpy and codegen.overlap.enabled)
+                  overlap_ops=xp is numpy and (codegen.overlap.enabled if overlap is None
+                                               else overlap))
     persistables = []
     for name in fn.free:
         var = block.find_var(name)

@@ -19,7 +19,7 @@ from dy2stat.dispatch import Node
 from dy2stat.kernels import backend
 from dy2stat.mode import state
 from dy2stat.runtime import backward as runtime_backward
-from dy2stat.runtime import dtypes, passes
+from dy2stat.runtime import batch_split, dtypes, passes
 from dy2stat.runtime import executor as runtime_executor
 from dy2stat.runtime.ir import Program
 from dy2stat.runtime.registry import OpDef, Slot
@@ -37,18 +37,25 @@ class ProgramRunner:
         # What runs: the program rewritten by the passes that change no result.
         self._optimized = passes.pool_before_relu(program, self.fetch_names)
         self._plans: dict = {}
-        # (xp, inputs needing grad, trainable names) ->
-        #     (forward plan, backward plan, saved names, grad names)
+        self._split_forward: dict = {}  # xp -> _Split (forward only) or None
+        # (xp, inputs needing grad, trainable names) -> _Plans
         self._backward: dict = {}
 
     # ---------------------------------------------------------------- forward
     def run_arrays(self, arrays: list) -> list:
         """Forward only: arrays in, arrays out (no tape)."""
         scope, where = self._scope()
-        plan = self._plan("forward", self._optimized, self.feed_names, self.fetch_names,
-                          scope.xp)
+        feeds = self._feeds(arrays, scope.xp)
+        split = self._forward_split(scope.xp)
+        at = split and batch_split.split_point(list(feeds.values()), split.work)
         with where:
-            return plan.run(self._feeds(arrays, scope.xp), scope)
+            if at:
+                first, second = batch_split.run_halves(
+                    split.forward, *batch_split.halves(feeds, split.kinds, at), scope)
+                return batch_split.combine(split.fetch_kinds, first, second)
+            plan = self._plan("forward", self._optimized, self.feed_names, self.fetch_names,
+                              scope.xp)
+            return plan.run(feeds, scope)
 
     def __call__(self, inputs: list) -> list:
         """Run on eager tensors; returns output tensors (recorded on the tape if needed)."""
@@ -61,15 +68,22 @@ class ProgramRunner:
         scope, where = self._scope()
         needs = tuple(not t.stop_gradient for t in inputs)
         plans = self._backward_plans(scope.xp, needs, tuple(trainable))
-        forward, _, saved_names, _ = plans
+        feeds = self._feeds(arrays, scope.xp)
+        split, n_out = plans.split, len(self.fetch_names)
+        at = split and batch_split.split_point(list(feeds.values()), split.work)
         with where:
-            values = forward.run(self._feeds(arrays, scope.xp), scope)
-        outs = values[:len(self.fetch_names)]
-        saved = dict(zip(saved_names, values[len(self.fetch_names):]))
+            if at:  # the halves' saved values stay apart for their backward
+                parts = batch_split.run_halves(
+                    split.forward, *batch_split.halves(feeds, split.kinds, at), scope)
+                outs = batch_split.combine(split.fetch_kinds, *(p[:n_out] for p in parts))
+            else:
+                parts = [plans.forward.run(feeds, scope)]
+                outs = parts[0][:n_out]
+        saved = [dict(zip(plans.saved_names, p[n_out:])) for p in parts]
         results = [Tensor(a, stop_gradient=not _is_float(a)) for a in outs]
         params = [self.captured[n] for n in trainable]
         node_inputs = [list(inputs), params]
-        op = _program_op(self, saved, plans)
+        op = _program_op(self, saved, plans, at)
         node = Node(op, node_inputs, results, {}, [
             any(not t.stop_gradient for t in inputs), bool(params)])
         for i, t in enumerate(results):
@@ -81,7 +95,7 @@ class ProgramRunner:
         return [n for n, t in self.captured.items()
                 if not t.stop_gradient and t.dtype in dtypes.FLOATS]
 
-    def _backward_plans(self, xp, needs=None, trainable=None):
+    def _backward_plans(self, xp, needs=None, trainable=None) -> _Plans:
         """Plans for the gradients w.r.t. the feeds flagged in ``needs`` (default: all)
         and the ``trainable`` parameters (default: those needing grad now); one set of
         plans per combination, so a frozen input costs no gradient computation."""
@@ -117,46 +131,95 @@ class ProgramRunner:
             if n in block.vars and not block.vars[n].persistable)
         forward_program = _with_block0_ops(full, block.ops[:n_forward])
         backward_program = _with_block0_ops(full, backward_ops, data=saved_names)
-        grad_names = [None if g is None else g.name for g in grads]
-        forward = self._plan(("train_forward", needs, trainable), forward_program,
-                             self.feed_names, self.fetch_names + saved_names, xp)
-        backward = self._plan(("backward", needs, trainable), backward_program,
-                              saved_names + [s.name for s in seeds],
-                              [g for g in grad_names if g is not None], xp)
-        plans = (forward, backward, saved_names,
-                 (wrt, targets, grad_names, [s.name for s in seeds], list(trainable)))
+        plans = _Plans(wrt, targets, [None if g is None else g.name for g in grads],
+                       [s.name for s in seeds], list(trainable), saved_names)
+        plans.forward = self._plan(("train_forward", needs, trainable), forward_program,
+                                   self.feed_names, self.fetch_names + saved_names, xp)
+        plans.backward = self._plan(("backward", needs, trainable), backward_program,
+                                    saved_names + plans.seed_names, plans.grad_fetches, xp)
+        if xp is numpy:
+            plans.split = self._training_split(full, n_forward, plans, forward_program,
+                                               backward_program, (needs, trainable))
         self._backward[key] = plans
         return plans
 
-    def run_backward(self, saved: dict, douts: list, plans=None) -> tuple[list, list]:
-        """Gradients for (inputs, trainable parameters) from output gradients."""
+    def run_backward(self, saved: list, douts: list, plans=None, at=None) -> tuple[list, list]:
+        """Gradients for (inputs, trainable parameters) from output gradients;
+        ``saved`` holds the forward's kept values, per half when it ran split at ``at``."""
         scope, where = self._scope()
         if plans is None:
             plans = self._backward_plans(scope.xp)
-        _, backward, saved_names, (wrt, targets, grad_names, seed_names, trainable) = plans
         dout_by_name = dict(zip(self.fetch_names, douts))
-        feeds = {n: saved[n] for n in saved_names}
-        for target, seed in zip(targets, seed_names):
-            feeds[seed] = dout_by_name[target]._data
+        seeds = {seed: dout_by_name[target]._data
+                 for target, seed in zip(plans.targets, plans.seed_names)}
         with where:
-            values = iter(backward.run(feeds, scope))
+            if len(saved) == 2:
+                split = plans.split
+                first, second = batch_split.halves(seeds, split.kinds, at)
+                parts = batch_split.run_halves(split.backward, {**saved[0], **first},
+                                               {**saved[1], **second}, scope)
+                values = iter(batch_split.combine(split.grad_kinds, *parts))
+            else:
+                values = iter(plans.backward.run({**saved[0], **seeds}, scope))
         grads = {}
-        for name, g in zip(wrt, grad_names):
+        for name, g in zip(plans.wrt, plans.grad_names):
             grads[name] = next(values) if g is not None else None
         input_grads = []
         for name in self.feed_names:
             g = grads.get(name)
             input_grads.append(None if g is None else Tensor(g))
         param_grads = [None if grads.get(n) is None else Tensor(grads[n])
-                       for n in trainable]
+                       for n in plans.trainable]
         return input_grads, param_grads
 
+    # ------------------------------------------------------------ splitting
+    def _forward_split(self, xp) -> _Split | None:
+        """The split form of the forward-only plan, when the program is row-separable."""
+        if xp not in self._split_forward:
+            program, split = self._optimized, None
+            block = program.global_block()
+            kinds = dict.fromkeys(self.feed_names, batch_split.ROWS)
+            if xp is numpy and batch_split.infer_kinds(block, block.ops, kinds):
+                split = _Split(kinds, batch_split.work_per_row(block, block.ops))
+                split.fetch_kinds = [kinds[n] for n in self.fetch_names]
+                split.forward = self._plan("split_forward", batch_split.relaxed(program, kinds),
+                                           self.feed_names, self.fetch_names, xp,
+                                           overlap=False)
+            self._split_forward[xp] = split
+        return self._split_forward[xp]
+
+    def _training_split(self, full, n_forward, plans, forward_program, backward_program,
+                        key) -> _Split | None:
+        """The split forms of the training plans, when forward and backward are
+        both row-separable."""
+        block = full.global_block()
+        kinds = dict.fromkeys(self.feed_names, batch_split.ROWS)
+        if not batch_split.infer_kinds(block, block.ops[:n_forward], kinds):
+            return None
+        for target, seed in zip(plans.targets, plans.seed_names):
+            # A target's gradient: cut with its rows, or (the whole's gradient
+            # of a sum or of a shared value) the same for both halves.
+            rows = kinds[target] == batch_split.ROWS
+            kinds[seed] = batch_split.ROWS if rows else batch_split.SHARED
+        if not batch_split.infer_kinds(block, block.ops[n_forward:], kinds):
+            return None
+        split = _Split(kinds, batch_split.work_per_row(block, block.ops))
+        split.fetch_kinds = [kinds[n] for n in self.fetch_names]
+        split.grad_kinds = [kinds[n] for n in plans.grad_fetches]
+        split.forward = self._plan(("split_forward", key), batch_split.relaxed(
+            forward_program, kinds), self.feed_names, self.fetch_names + plans.saved_names,
+            numpy, overlap=False)
+        split.backward = self._plan(("split_backward", key), batch_split.relaxed(
+            backward_program, kinds), plans.saved_names + plans.seed_names,
+            plans.grad_fetches, numpy, overlap=False)
+        return split
+
     # ---------------------------------------------------------------- helpers
-    def _plan(self, kind, program, feeds, fetches, xp):
+    def _plan(self, kind, program, feeds, fetches, xp, overlap=None):
         key = (kind, xp)
         plan = self._plans.get(key)
         if plan is None:
-            plan = runtime_executor.compile(program, feeds, fetches, xp=xp)
+            plan = runtime_executor.compile(program, feeds, fetches, xp=xp, overlap=overlap)
             self._plans[key] = plan
         return plan
 
@@ -170,6 +233,30 @@ class ProgramRunner:
     def _scope(self):
         """The captured values as a scope, and a context for the device they run on."""
         return _TensorScope.build(self.captured)
+
+
+class _Plans:
+    """What training through one (device, inputs needing grad, trainable
+    parameters) combination runs: the forward plan (its fetches, then the values
+    its backward keeps), the backward plan (the seeds' gradients to ``wrt``), and
+    their split forms (``split``) when the program is row-separable."""
+
+    def __init__(self, wrt, targets, grad_names, seed_names, trainable, saved_names):
+        self.wrt, self.targets, self.grad_names = wrt, targets, grad_names
+        self.seed_names, self.trainable, self.saved_names = seed_names, trainable, saved_names
+        self.grad_fetches = [g for g in grad_names if g is not None]
+        self.forward = self.backward = self.split = None
+
+
+class _Split:
+    """The plans of one program run on two halves of a batch (``batch_split``):
+    every value's kind, the work per row, and how fetches combine."""
+
+    def __init__(self, kinds: dict, work: float):
+        self.kinds, self.work = kinds, work
+        self.forward = self.backward = None
+        self.fetch_kinds: list = []
+        self.grad_kinds: list = []
 
 
 class _TensorScope(runtime_executor.Scope):
@@ -212,12 +299,12 @@ class _TensorScope(runtime_executor.Scope):
             tensor._data = value
 
 
-def _program_op(runner: ProgramRunner, saved: dict, plans) -> OpDef:
+def _program_op(runner: ProgramRunner, saved: list, plans: _Plans, at) -> OpDef:
     """The tape record of one program call: its backward runs the program's gradient."""
 
     def grad(e, ins, outs, douts, attrs, need):
         (douts,) = douts
-        input_grads, param_grads = runner.run_backward(saved, douts, plans)
+        input_grads, param_grads = runner.run_backward(saved, douts, plans, at)
         return [input_grads, param_grads]
 
     return OpDef(type="run_program", inputs=(Slot("X", variadic=True),

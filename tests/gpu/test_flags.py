@@ -11,7 +11,8 @@ from dy2stat.kernels import cudnn
 def test_defaults_and_reading():
     assert flags.get_flags() == {"cudnn_exhaustive_search": False, "cudnn_deterministic": False,
                                  "use_cudnn": True,
-                                 "inter_op_parallelism": (os.cpu_count() or 1) > 1}
+                                 "inter_op_parallelism": (os.cpu_count() or 1) > 1,
+                                 "batch_parallelism": (os.cpu_count() or 1) > 1}
     assert flags.get_flags("FLAGS_use_cudnn") == {"FLAGS_use_cudnn": True}
     assert flags.get_flags(["cudnn_deterministic"]) == {"cudnn_deterministic": False}
     assert set(flags.describe()) == set(flags.get_flags())
