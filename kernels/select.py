@@ -2,7 +2,8 @@
 
 NumPy's ``where`` branches on every element, which costs ~15x a multiply when
 the mask is not mostly one value (ReLU and max-pool gradients). Selecting the
-bits with and/or does not branch and is exact for every value (NaN, -0.0).
+bits with and/or (against zero: multiplying them, as integers, by the 0/1
+mask) does not branch and is exact for every value (NaN, -0.0).
 Other array modules (CuPy) use their own ``where``.
 """
 
@@ -26,22 +27,27 @@ def _where(xp, cond, x, y, out):
 
 
 def _bitwise_where(xp, cond, x, y, out):
-    if (cond.size < BITWISE_MIN_SIZE or x.dtype != y.dtype
-            or x.dtype.kind not in "biuf" or x.dtype.itemsize not in (1, 2, 4, 8)):
+    bits = _BITS.get(x.dtype.itemsize)
+    if (cond.size < BITWISE_MIN_SIZE or bits is None or x.dtype != y.dtype
+            or x.dtype.kind not in "biuf"):
         return _where(xp, cond, x, y, out)
-    bits = numpy.dtype(f"i{x.dtype.itemsize}")
+    cond = cond.astype(bool, copy=False)
+    if y.ndim == 0 and not y.view(bits):  # where(cond, x, 0): x's bits times 1 or 0
+        if out is None:
+            out = numpy.empty(numpy.broadcast_shapes(cond.shape, x.shape), dtype=x.dtype)
+        numpy.multiply(x.view(bits), cond, out=out.view(bits))
+        return out
     mask = numpy.empty(numpy.broadcast_shapes(cond.shape, x.shape, y.shape), dtype=bits)
-    numpy.negative(cond.astype(bool, copy=False).view(numpy.int8), out=mask)  # all bits or none
+    numpy.negative(cond.view(numpy.int8), out=mask)  # all bits or none
     if out is None:
         out = numpy.empty(mask.shape, dtype=x.dtype)
     out_bits = out.view(bits)
     numpy.bitwise_and(x.view(bits), mask, out=out_bits)
-    if y.ndim == 0 and not y.view(bits):  # where(cond, x, 0): done
-        return out
     numpy.invert(mask, out=mask)
     numpy.bitwise_and(mask, y.view(bits), out=mask)
     numpy.bitwise_or(out_bits, mask, out=out_bits)
     return out
 
 
+_BITS = {1: numpy.int8, 2: numpy.int16, 4: numpy.int32, 8: numpy.int64}
 _BY_MODULE = {"numpy": _bitwise_where}

@@ -281,3 +281,14 @@ def test_large_where_keeps_nan_inf_and_negative_zero():
     cond = np.arange(x.size) % 3 == 0
     got = d2s.where(d2s.to_tensor(cond), d2s.to_tensor(x), d2s.to_tensor(-x)).numpy()
     assert got.tobytes() == np.where(cond, x, -x).tobytes()
+
+
+@pytest.mark.parametrize("zero", [0.0, -0.0])
+def test_large_where_against_a_zero_keeps_every_value(zero):
+    """where(mask, g, 0), a ReLU or max-pool gradient, multiplies the bits by the
+    mask; -0.0 is not 0 there and must come out as -0.0."""
+    x = np.array([np.nan, -0.0, np.inf, -np.inf, 1.5, -2.5] * 2000, dtype="float32")
+    cond = np.arange(x.size) % 4 == 0
+    y = np.array(zero, dtype="float32")
+    got = d2s.where(d2s.to_tensor(cond), d2s.to_tensor(x), d2s.to_tensor(y)).numpy()
+    assert got.tobytes() == np.where(cond, x, y).tobytes()
