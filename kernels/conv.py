@@ -7,6 +7,7 @@ position (a loop over kh*kw, never over the batch or pixels). Pooling combines
 the kh*kw window views of the (padded) input the same way.
 """
 
+import functools
 import math
 import numbers
 
@@ -133,6 +134,16 @@ def conv2d(xp, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
     return xp.matmul(wg, cols).reshape(n, cout, oh, ow)
 
 
+@functools.lru_cache(maxsize=256)
+def _col2im_windows(kh, kw, stride, dilation, out_hw) -> tuple:
+    """The index of each kernel-window position's outputs in the padded
+    [G, C, H, W, N] input gradient (made once per geometry: the loop over
+    them runs on every call)."""
+    (sh, sw), (dh, dw), (oh, ow) = stride, dilation, out_hw
+    return tuple((slice(None), slice(None), _window(i * dh, sh, oh), _window(j * dw, sw, ow))
+                 for i in range(kh) for j in range(kw))
+
+
 def conv2d_grad_input(
     xp, x_shape_ref, w, dy, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1
 ):
@@ -152,9 +163,9 @@ def conv2d_grad_input(
     wt = wt.reshape(groups, kh * kw * cg, cout // groups)
     cols = xp.matmul(wt, _batch_minor_dy(dy, groups)).reshape(groups, kh * kw, cg, oh, ow, n)
     dxpad = xp.zeros((groups, cg, h + 2 * ph, wd + 2 * pw, n), dtype=dy.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            dxpad[:, :, _window(i * dh, sh, oh), _window(j * dw, sw, ow)] += cols[:, i * kw + j]
+    for k, window in enumerate(_col2im_windows(kh, kw, (sh, sw), (dh, dw), (oh, ow))):
+        target = dxpad[window]
+        xp.add(target, cols[:, k], out=target)
     dx = dxpad.reshape(c, h + 2 * ph, wd + 2 * pw, n)[:, ph : ph + h, pw : pw + wd]
     return xp.ascontiguousarray(dx.transpose(3, 0, 1, 2))
 
