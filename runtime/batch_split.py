@@ -288,12 +288,12 @@ def split_point(arrays: list, work: float) -> int | None:
     when it should run whole: splitting is off, a fed value has no batch axis or
     another batch size, the batch or its work is too small, or this is the
     worker thread itself."""
-    if not settings.enabled or not arrays or codegen.on_worker():
+    if not settings.enabled or not arrays:
         return None
     n = arrays[0].shape[0] if arrays[0].ndim else 0
     if n < MIN_ROWS or n * work < MIN_WORK:
         return None
-    if any(a.ndim == 0 or a.shape[0] != n for a in arrays):
+    if any(a.ndim == 0 or a.shape[0] != n for a in arrays) or codegen.on_worker():
         return None
     return n // 2
 
