@@ -308,6 +308,11 @@ def halves(feeds: dict, kinds: dict, at: int) -> tuple[dict, dict]:
     return first, second
 
 
+def run_split(plan, feeds: dict, kinds: dict, at: int, scope) -> tuple[list, list]:
+    """``plan`` run on rows ``[:at]`` and ``[at:]`` of ``feeds`` at once (``halves``)."""
+    return run_halves(plan, *halves(feeds, kinds, at), scope)
+
+
 def run_halves(plan, first: dict, second: dict, scope) -> tuple[list, list]:
     """``plan`` run on the first half's feeds on the worker thread and on the
     second's here, at once."""

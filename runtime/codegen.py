@@ -479,7 +479,7 @@ class Function:
             code.append((f"    del {', '.join(dels)}", None))
         self.releases.append(released)
         if target is not None:
-            self.in_place.append(i)
+            self.in_place.append(step.number)
         return code
 
     def _in_place_target(self, step: _Step, holders) -> _Value | None:

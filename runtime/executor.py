@@ -87,9 +87,10 @@ class Plan:
         self.persistables = tuple(persistables)  # read from the scope on every run
         self.xp = xp = mod.xp
         self.source = source  # the generated code, for reading and debugging
-        # Block 0's bookkeeping: the names released after each op, the ops
-        # run in place, and for each name the op after which its (last)
-        # value is released (len(ops) for fetched values).
+        # Block 0's bookkeeping: the names released after each step, the ops
+        # (block indices) run in place, and for each name the step after which
+        # its (last) value is released (len(ops) for fetched values). Steps
+        # follow the ops in order, except that overlap may move a heavy op up.
         self.releases: list[list[str]] = fn.releases
         self.in_place: list[int] = fn.in_place
         self.last_uses = {v.name: v.last_use for v in fn.values}

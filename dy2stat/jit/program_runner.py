@@ -50,9 +50,9 @@ class ProgramRunner:
         at = split and batch_split.split_point(list(feeds.values()), split.work)
         with where:
             if at:
-                first, second = batch_split.run_halves(
-                    split.forward, *batch_split.halves(feeds, split.kinds, at), scope)
-                return batch_split.combine(split.fetch_kinds, first, second)
+                parts = batch_split.run_split(split.plan("forward"), feeds, split.kinds, at,
+                                              scope)
+                return batch_split.combine(split.fetch_kinds, *parts)
             plan = self._plan("forward", self._optimized, self.feed_names, self.fetch_names,
                               scope.xp)
             return plan.run(feeds, scope)
@@ -73,8 +73,8 @@ class ProgramRunner:
         at = split and batch_split.split_point(list(feeds.values()), split.work)
         with where:
             if at:  # the halves' saved values stay apart for their backward
-                parts = batch_split.run_halves(
-                    split.forward, *batch_split.halves(feeds, split.kinds, at), scope)
+                parts = batch_split.run_split(split.plan("forward"), feeds, split.kinds, at,
+                                              scope)
                 outs = batch_split.combine(split.fetch_kinds, *(p[:n_out] for p in parts))
             else:
                 parts = [plans.forward.run(feeds, scope)]
@@ -139,7 +139,7 @@ class ProgramRunner:
                                     saved_names + plans.seed_names, plans.grad_fetches, xp)
         if xp is numpy:
             plans.split = self._training_split(full, n_forward, plans, forward_program,
-                                               backward_program, (needs, trainable))
+                                               backward_program)
         self._backward[key] = plans
         return plans
 
@@ -156,7 +156,7 @@ class ProgramRunner:
             if len(saved) == 2:
                 split = plans.split
                 first, second = batch_split.halves(seeds, split.kinds, at)
-                parts = batch_split.run_halves(split.backward, {**saved[0], **first},
+                parts = batch_split.run_halves(split.plan("backward"), {**saved[0], **first},
                                                {**saved[1], **second}, scope)
                 values = iter(batch_split.combine(split.grad_kinds, *parts))
             else:
@@ -182,14 +182,12 @@ class ProgramRunner:
             if xp is numpy and batch_split.infer_kinds(block, block.ops, kinds):
                 split = _Split(kinds, batch_split.work_per_row(block, block.ops))
                 split.fetch_kinds = [kinds[n] for n in self.fetch_names]
-                split.forward = self._plan("split_forward", batch_split.relaxed(program, kinds),
-                                           self.feed_names, self.fetch_names, xp,
-                                           overlap=False)
+                split.sources["forward"] = (program, self.feed_names, self.fetch_names)
             self._split_forward[xp] = split
         return self._split_forward[xp]
 
-    def _training_split(self, full, n_forward, plans, forward_program, backward_program,
-                        key) -> _Split | None:
+    def _training_split(self, full, n_forward, plans, forward_program,
+                        backward_program) -> _Split | None:
         """The split forms of the training plans, when forward and backward are
         both row-separable."""
         block = full.global_block()
@@ -206,20 +204,18 @@ class ProgramRunner:
         split = _Split(kinds, batch_split.work_per_row(block, block.ops))
         split.fetch_kinds = [kinds[n] for n in self.fetch_names]
         split.grad_kinds = [kinds[n] for n in plans.grad_fetches]
-        split.forward = self._plan(("split_forward", key), batch_split.relaxed(
-            forward_program, kinds), self.feed_names, self.fetch_names + plans.saved_names,
-            numpy, overlap=False)
-        split.backward = self._plan(("split_backward", key), batch_split.relaxed(
-            backward_program, kinds), plans.saved_names + plans.seed_names,
-            plans.grad_fetches, numpy, overlap=False)
+        split.sources["forward"] = (forward_program, self.feed_names,
+                                    self.fetch_names + plans.saved_names)
+        split.sources["backward"] = (backward_program, plans.saved_names + plans.seed_names,
+                                     plans.grad_fetches)
         return split
 
     # ---------------------------------------------------------------- helpers
-    def _plan(self, kind, program, feeds, fetches, xp, overlap=None):
+    def _plan(self, kind, program, feeds, fetches, xp):
         key = (kind, xp)
         plan = self._plans.get(key)
         if plan is None:
-            plan = runtime_executor.compile(program, feeds, fetches, xp=xp, overlap=overlap)
+            plan = runtime_executor.compile(program, feeds, fetches, xp=xp)
             self._plans[key] = plan
         return plan
 
@@ -249,14 +245,25 @@ class _Plans:
 
 
 class _Split:
-    """The plans of one program run on two halves of a batch (``batch_split``):
-    every value's kind, the work per row, and how fetches combine."""
+    """A program run on two halves of a batch (``batch_split``): every value's
+    kind, the work per row, how fetches combine, and its plans — compiled from
+    ``sources`` (program, feeds, fetches) with the batch dim relaxed, when
+    first needed."""
 
     def __init__(self, kinds: dict, work: float):
         self.kinds, self.work = kinds, work
-        self.forward = self.backward = None
         self.fetch_kinds: list = []
         self.grad_kinds: list = []
+        self.sources: dict = {}  # "forward" / "backward" -> (program, feeds, fetches)
+        self._plans: dict = {}
+
+    def plan(self, which: str):
+        plan = self._plans.get(which)
+        if plan is None:
+            program, feeds, fetches = self.sources[which]
+            plan = self._plans[which] = runtime_executor.compile(
+                batch_split.relaxed(program, self.kinds), feeds, fetches, overlap=False)
+        return plan
 
 
 class _TensorScope(runtime_executor.Scope):
