@@ -8,6 +8,8 @@ pass do.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -588,6 +590,32 @@ def test_a_weight_gradient_starts_before_the_input_gradient_it_follows():
     assert src.count("_submit(") == 1
     for a, b in zip(got, want):
         assert a.tobytes() == b.tobytes()
+
+
+def test_threads_switch_often_only_while_a_plan_uses_the_worker():
+    program, fetch = _side_branch_program()
+    rng = np.random.default_rng(5)
+    feed = {"x": rng.standard_normal((4, 2, 8, 8)), "dy": rng.standard_normal((4, 3, 6, 6))}
+    seen = []
+    old = codegen.run_on_worker
+
+    def spy(function, *args):
+        seen.append(sys.getswitchinterval())
+        return old(function, *args)
+
+    before = sys.getswitchinterval()
+    codegen.run_on_worker = spy
+    try:
+        _run_with_overlap(True, program, fetch, feed, {"w": rng.standard_normal((3, 2, 3, 3))})
+    finally:
+        codegen.run_on_worker = old
+    assert seen == [pytest.approx(codegen.switching_often.SWITCH_INTERVAL)]
+    assert sys.getswitchinterval() == before
+    with codegen.switching_often:
+        with codegen.switching_often:  # nested users: the outer one restores
+            pass
+        assert sys.getswitchinterval() == pytest.approx(codegen.switching_often.SWITCH_INTERVAL)
+    assert sys.getswitchinterval() == before
 
 
 def test_an_op_moves_up_only_past_ops_it_does_not_depend_on():
