@@ -124,7 +124,7 @@ def _kind(block: Block, op: Operator, ins: list) -> str | None:
     if t == "sum_to_like":
         return _sum_to_like(block, names, ins)
     if t in ("reshape", "flatten", "transpose"):
-        return ROWS if _keeps_rows(block, t, attrs, names[0], shape) else None
+        return ROWS if _keeps_rows(block, t, attrs, names[0]) else None
     if t == "reshape_like":
         return ROWS if ins == [ROWS, ROWS] else None
     if t in ("softmax", "log_softmax"):
@@ -190,7 +190,7 @@ def _sum_to_like(block, names, ins) -> str | None:
     return PARTIAL if len(like_shape) < g_ndim or like_shape[0] == 1 else None
 
 
-def _keeps_rows(block, t, attrs, name, out_shape) -> bool:
+def _keeps_rows(block, t, attrs, name) -> bool:
     """Whether a reshape/flatten/transpose of a ROWS value keeps row i at row i."""
     shape = block.var(name).shape
     if t == "transpose":

@@ -209,3 +209,45 @@ def test_an_error_in_either_half_reaches_the_caller(bad):
         batch_split.run_halves(plan, *feeds, {})
     first, second = batch_split.run_halves(plan, feeds[1 - bad], feeds[1 - bad], {})
     assert first[0].shape == second[0].shape == (4, 16)  # the worker is free again
+
+
+def _kind_of(type, attrs, x_shape=(-1, 4, 4), extra=None):
+    """The kind ``infer_kinds`` gives one op on a ROWS input ``x``."""
+    program = Program()
+    block = program.global_block()
+    block.create_var(x_shape, "float32", name="x", is_data=True)
+    inputs = {"X": "x"}
+    if extra is not None:
+        block.create_var(extra, "float32", name="p", persistable=True)
+        inputs["Y"] = "p"
+    out = programs.op(block, type, inputs, attrs)
+    kinds = {"x": batch_split.ROWS}
+    return kinds[out] if batch_split.infer_kinds(block, block.ops, kinds) else None
+
+
+@pytest.mark.parametrize("type, attrs, want", [
+    ("reshape", {"shape": [-1, 16]}, batch_split.ROWS),
+    ("reshape", {"shape": [0, 2, 8]}, batch_split.ROWS),
+    ("reshape", {"shape": [-1, 8]}, None),  # two output rows per batch row
+    ("reshape", {"shape": [8, 2, 4]}, None),  # names a batch size
+    ("transpose", {"perm": [0, 2, 1]}, batch_split.ROWS),
+    ("transpose", {"perm": [1, 0, 2]}, None),
+    ("flatten", {"start_axis": 1}, batch_split.ROWS),
+    ("flatten", {"start_axis": 0}, None),
+    ("sum", {"axis": [1, 2]}, batch_split.ROWS),
+    ("sum", {"axis": [0]}, batch_split.PARTIAL),
+    ("sum", {}, batch_split.PARTIAL),
+    ("mean", {}, None),
+    ("softmax", {"axis": -1}, batch_split.ROWS),
+    ("softmax", {"axis": 0}, None),
+])
+def test_the_rule_of_one_op(type, attrs, want):
+    assert _kind_of(type, attrs) == want
+
+
+@pytest.mark.parametrize("shared, want", [
+    ((4,), batch_split.ROWS), ((4, 4), batch_split.ROWS), ((1, 4, 4), batch_split.ROWS),
+    ((4, 4, 4), None), ((-1, 4, 4), None),  # rows of its own (or maybe): no split
+])
+def test_a_parameter_broadcasts_along_the_rows_or_the_program_runs_whole(shared, want):
+    assert _kind_of("add", {}, extra=shared) == want
