@@ -13,9 +13,11 @@ Targets (issue 5): converted >= 1.3x faster than eager on LeNet, >= 2x on the LS
 ``--profile`` prints the top cProfile entries of each configuration.
 
 BLAS runs on one thread unless ``OPENBLAS_NUM_THREADS`` (or ``OMP_NUM_THREADS``)
-is set: OpenBLAS threads slow these small products down in both modes and
-make the readings swing. Converted plans may still run a convolution
-gradient on a second thread (the ``inter_op_parallelism`` flag).
+is set. With more, eager mode gains a little (its products use both cores)
+and this alternating benchmark is skewed against the converted model: after
+eager steps OpenBLAS's idle threads spin for ~0.1 s into the converted steps
+(whose plans use one BLAS thread per product and both cores through batch
+splitting and overlap) — set ``OPENBLAS_THREAD_TIMEOUT=4`` to compare.
 """
 
 from __future__ import annotations

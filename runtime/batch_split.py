@@ -316,7 +316,7 @@ def run_split(plan, feeds: dict, kinds: dict, at: int, scope) -> tuple[list, lis
 def run_halves(plan, first: dict, second: dict, scope) -> tuple[list, list]:
     """``plan`` run on the first half's feeds on the worker thread and on the
     second's here, at once."""
-    with codegen.switching_often:
+    with codegen.sharing_cores:
         future = codegen.run_on_worker(plan.run, first, scope)
         try:
             values = plan.run(second, scope)

@@ -54,7 +54,7 @@ from dy2stat.runtime.ir import Block, Operator, Program, Var
 from dy2stat.runtime.ops.control_flow import CONTROL_FLOW
 from dy2stat.runtime.registry import get_op
 
-__all__ = ["Function", "Module", "on_worker", "overlap", "run_on_worker", "switching_often"]
+__all__ = ["Function", "Module", "on_worker", "overlap", "run_on_worker", "sharing_cores"]
 
 # Ops whose kernel is exactly one array-module function: called directly.
 _BINARY = {
@@ -111,33 +111,54 @@ def run_on_worker(function, *args):
     return pool.submit(function, *args)
 
 
-class _SwitchInterval:
-    """While plan work runs on the worker thread, the interpreter hands the GIL
-    over every ``SWITCH_INTERVAL`` seconds instead of Python's 5 ms: a thread
-    back from a GIL-free kernel would otherwise wait up to the whole interval
-    while the other runs small ops (which keep the GIL). Counted, so
-    overlapping users restore Python's interval only when the last one ends."""
+class _SharingCores:
+    """Entered while plan work runs on the worker thread and on this one at once.
+
+    The interpreter then hands the GIL over every ``SWITCH_INTERVAL`` seconds
+    instead of Python's 5 ms (a thread back from a GIL-free kernel would
+    otherwise wait up to the whole interval while the other runs small ops,
+    which keep the GIL), and BLAS runs each product on one thread (two
+    threads' products, each spread over every core, would fight for them).
+    Counted, so overlapping users restore both only when the last one leaves.
+    """
 
     SWITCH_INTERVAL = 1e-4
 
     def __init__(self):
-        self._lock, self._users, self._saved = threading.Lock(), 0, None
+        self._lock, self._users = threading.Lock(), 0
+        self._interval, self._blas_threads = None, []
 
     def __enter__(self):
         with self._lock:
             if self._users == 0:
-                self._saved = sys.getswitchinterval()
-                sys.setswitchinterval(min(self._saved, self.SWITCH_INTERVAL))
+                self._interval = sys.getswitchinterval()
+                sys.setswitchinterval(min(self._interval, self.SWITCH_INTERVAL))
+                self._blas_threads = [(lib, lib.get_num_threads()) for lib in _blas_libraries()]
+                for lib, _ in self._blas_threads:
+                    lib.set_num_threads(1)
             self._users += 1
 
     def __exit__(self, *exc):
         with self._lock:
             self._users -= 1
             if self._users == 0:
-                sys.setswitchinterval(self._saved)
+                sys.setswitchinterval(self._interval)
+                for lib, threads in self._blas_threads:
+                    lib.set_num_threads(threads)
 
 
-switching_often = _SwitchInterval()
+sharing_cores = _SharingCores()
+
+
+@functools.cache
+def _blas_libraries() -> tuple:
+    """The thread controls of the BLAS libraries loaded in this process
+    (threadpoolctl's), or none when threadpoolctl is not installed."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return ()
+    return tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
 
 
 def on_worker() -> bool:

@@ -153,7 +153,7 @@ class Plan:
                                    "run the startup program first") from None
         try:
             if self._uses_worker:
-                with codegen.switching_often:
+                with codegen.sharing_cores:
                     return list(self._fn(S, *args, *params))
             return list(self._fn(S, *args, *params))
         except Exception as exc:

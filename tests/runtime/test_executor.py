@@ -592,7 +592,7 @@ def test_a_weight_gradient_starts_before_the_input_gradient_it_follows():
         assert a.tobytes() == b.tobytes()
 
 
-def test_threads_switch_often_only_while_a_plan_uses_the_worker():
+def test_threads_switch_often_and_blas_uses_one_thread_only_while_a_plan_uses_the_worker():
     program, fetch = _side_branch_program()
     rng = np.random.default_rng(5)
     feed = {"x": rng.standard_normal((4, 2, 8, 8)), "dy": rng.standard_normal((4, 3, 6, 6))}
@@ -609,13 +609,17 @@ def test_threads_switch_often_only_while_a_plan_uses_the_worker():
         _run_with_overlap(True, program, fetch, feed, {"w": rng.standard_normal((3, 2, 3, 3))})
     finally:
         codegen.run_on_worker = old
-    assert seen == [pytest.approx(codegen.switching_often.SWITCH_INTERVAL)]
+    assert seen == [pytest.approx(codegen.sharing_cores.SWITCH_INTERVAL)]
     assert sys.getswitchinterval() == before
-    with codegen.switching_often:
-        with codegen.switching_often:  # nested users: the outer one restores
+    blas = codegen._blas_libraries()  # threadpoolctl's controls (a dependency)
+    threads = [lib.get_num_threads() for lib in blas]
+    with codegen.sharing_cores:
+        with codegen.sharing_cores:  # nested users: the outer one restores
             pass
-        assert sys.getswitchinterval() == pytest.approx(codegen.switching_often.SWITCH_INTERVAL)
+        assert sys.getswitchinterval() == pytest.approx(codegen.sharing_cores.SWITCH_INTERVAL)
+        assert [lib.get_num_threads() for lib in blas] == [1] * len(blas)
     assert sys.getswitchinterval() == before
+    assert [lib.get_num_threads() for lib in blas] == threads
 
 
 def test_an_op_moves_up_only_past_ops_it_does_not_depend_on():
