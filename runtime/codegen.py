@@ -643,10 +643,11 @@ def _heavy_ops_early(ops: list[Operator]) -> list[int]:
     before the ops it skipped.
 
     An op moves above another only when neither writes a name the other reads
-    or writes; it never crosses control flow or an op with no outputs (print,
-    assert), whose effects are not named.
+    or writes; it never crosses control flow, an op with no outputs (print,
+    assert), whose effects are not named, or a heavy op moved up before it
+    (moved heavy ops keep their order: the first goes to the worker).
     """
-    order = list(range(len(ops)))
+    order, moved = list(range(len(ops))), set()
     for i, op in enumerate(ops):
         if op.type not in _OVERLAPPABLE:
             continue
@@ -655,11 +656,13 @@ def _heavy_ops_early(ops: list[Operator]) -> list[int]:
         while to > 0:
             prev = ops[order[to - 1]]
             prev_writes = set(prev.output_names())
-            if (prev.type in CONTROL_FLOW or not prev_writes or prev_writes & (reads | writes)
-                    or writes & set(prev.input_names())):
+            if (prev.type in CONTROL_FLOW or order[to - 1] in moved or not prev_writes
+                    or prev_writes & (reads | writes) or writes & set(prev.input_names())):
                 break
             to -= 1
-        order.insert(to, order.pop(i))
+        if to < i:
+            moved.add(i)
+            order.insert(to, order.pop(i))
     return order
 
 

@@ -632,8 +632,11 @@ def test_an_op_moves_up_only_past_ops_it_does_not_depend_on():
            op("exp", ["a"], ["c"]),
            op("conv2d_grad_filter", ["a"], ["e"]),  # moves up to right after op 0
            op("print", ["c"], []),
-           op("max_pool2d", ["a"], ["f"])]  # never crosses the print (no outputs)
-    assert codegen._heavy_ops_early(ops) == [0, 4, 1, 2, 3, 5, 6]
+           op("max_pool2d", ["a"], ["f"]),  # never crosses the print (no outputs)
+           op("conv2d_grad_filter", ["a"], ["g"]),  # crosses op 6 (not moved), not op 5
+           op("exp", ["c"], ["h"]),
+           op("conv2d_grad_filter", ["a"], ["i"])]  # stops under op 7, moved before it
+    assert codegen._heavy_ops_early(ops) == [0, 4, 1, 2, 3, 5, 7, 9, 6, 8]
 
 
 def test_an_error_on_the_worker_names_the_op():
