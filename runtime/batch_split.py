@@ -21,9 +21,8 @@ that names the batch size, a softmax over the batch axis, a mean over it,
 random numbers, a write to the scope, control flow), leaves the program to
 run whole. Outputs and input gradients are computed row by row as in the
 whole run; a weight gradient adds two partial sums, which rounds
-differently (the flag
-``batch_parallelism`` off gives the whole run's numbers: see
-docs/performance.md for what exactness cost when tried).
+differently (the flag ``batch_parallelism`` off gives the whole run's
+numbers; docs/performance.md says what exactness cost when tried).
 """
 
 from __future__ import annotations
