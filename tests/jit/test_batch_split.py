@@ -251,3 +251,27 @@ def test_the_rule_of_one_op(type, attrs, want):
 ])
 def test_a_parameter_broadcasts_along_the_rows_or_the_program_runs_whole(shared, want):
     assert _kind_of("add", {}, extra=shared) == want
+
+
+def test_with_the_flag_off_a_large_batch_trains_as_eager_bit_for_bit(monkeypatch):
+    """Unsplit, a converted step runs eager's kernels on the same values: the
+    losses of a few Adam steps at batch 64 are equal, not just close."""
+    monkeypatch.setattr(batch_split.settings, "enabled", False)
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((64, 1, 28, 28)).astype("float32")
+    y = rng.integers(0, 10, (64, 1)).astype("int64")
+    losses = {}
+    for convert in (False, True):
+        d2s.seed(14)
+        net = LeNet()
+        if convert:
+            jit.to_static(net)
+        opt = d2s.optimizer.Adam(parameters=net.parameters(), learning_rate=1e-2)
+        loss_fn, losses[convert] = nn.CrossEntropyLoss(), []
+        for _ in range(4):
+            loss = loss_fn(net(d2s.to_tensor(x)), d2s.to_tensor(y))
+            loss.backward()
+            opt.step()
+            opt.clear_grad()
+            losses[convert].append(float(loss))
+    assert losses[True] == losses[False]
