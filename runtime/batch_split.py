@@ -101,8 +101,9 @@ def _kind(block: Block, op: Operator, ins: list) -> str | None:
         return SHARED if t not in _RANDOM else None
     if ins[0] == PARTIAL and all(k == SHARED for k in ins[1:]):
         # Linear in one partial sum: the halves' results add up to the whole's.
-        if t in _LINEAR_IN_FIRST or (t == "scale" and not attrs.get("bias", 0.0)):
-            return PARTIAL
+        if (t in _LINEAR_IN_FIRST or (t == "scale" and not attrs.get("bias", 0.0))
+                or (t == "cast" and numpy.dtype(attrs["dtype"]).kind == "f")):
+            return PARTIAL  # (a cast between floats only rounds, as the sum does)
         if t == "full_like":
             return SHARED
     shape = block.var(op.output_names()[0]).shape

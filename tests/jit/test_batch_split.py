@@ -275,3 +275,30 @@ def test_with_the_flag_off_a_large_batch_trains_as_eager_bit_for_bit(monkeypatch
             opt.clear_grad()
             losses[convert].append(float(loss))
     assert losses[True] == losses[False]
+
+
+class ConvMix(nn.Layer):
+    """Strided, dilated and grouped convolutions, average pooling, a transpose that
+    keeps the batch axis; fed float64 into float32 parameters (the bias gradients
+    are cast back: a cast of a partial sum)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2D(3, 4, 3, stride=2, padding=1)
+        self.c2 = nn.Conv2D(4, 4, 3, padding=2, dilation=2, groups=2)
+        self.pool = nn.AvgPool2D(2)
+
+    def forward(self, x):
+        h = self.pool(self.c2(F.relu(self.c1(x))))
+        return h.transpose([0, 2, 3, 1]).flatten(1)
+
+
+def test_more_conv_geometries_and_a_mixed_precision_feed_split(split_small_batches):
+    d2s.seed(15)
+    eager, net = ConvMix(), ConvMix()
+    copy_weights(eager, net)
+    jit.to_static(net)
+    x = d2s.to_tensor(np.random.default_rng(16).standard_normal((9, 3, 12, 12)))
+    split = grads_of(net, x, split=True)
+    assert len(split_small_batches) == 2
+    assert_close(split, grads_of(eager, x, split=True), 1e-5)
