@@ -109,7 +109,7 @@ def _kind(block: Block, op: Operator, ins: list) -> str | None:
     shape = block.var(op.output_names()[0]).shape
     names = op.input_names()
     if t in _ELEMENTWISE:
-        return _elementwise(block, t, attrs, names, ins, len(shape))
+        return _elementwise(block, t, names, ins, len(shape))
     if t in _PER_IMAGE:
         rows = dict(zip(names, ins))
         filt = op.inputs.get("Filter", [])
@@ -151,7 +151,7 @@ def _ndim(block: Block, name: str) -> int:
     return len(block.var(name).shape)
 
 
-def _elementwise(block, t, attrs, names, ins, out_ndim) -> str | None:
+def _elementwise(block, t, names, ins, out_ndim) -> str | None:
     if PARTIAL in ins:
         if t in ("add", "subtract") and all(k == PARTIAL for k in ins):
             return PARTIAL  # gradients accumulated
