@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dy2stat.kernels import cudnn
 from dy2stat.runtime import batch_split, codegen
+from dy2stat.runtime.passes import layout
 
 __all__ = ["get_flags", "set_flags"]
 
@@ -21,6 +22,13 @@ _FLAGS = {
         "let converted Layers run a program whose ops treat the batch rows independently "
         "on two halves of a large enough batch at once (NumPy, two or more cores)",
         lambda v: setattr(batch_split.settings, "enabled", v),
+    ),
+    "batch_minor_layout": (
+        layout.settings.enabled,
+        "let converted Layers run convolution and pooling chains on [C, H, W, N] arrays "
+        "(NumPy; plans compiled from then on): faster on small maps, sums rounded in "
+        "another order than eager mode's",
+        lambda v: setattr(layout.settings, "enabled", v),
     ),
     "cudnn_exhaustive_search": (
         False,

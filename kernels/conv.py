@@ -5,6 +5,11 @@ a strided window view (``as_strided``, which NumPy and CuPy both have), and
 the input gradient adds them back with one strided slice per kernel-window
 position (a loop over kh*kw, never over the batch or pixels). Pooling combines
 the kh*kw window views of the (padded) input the same way.
+
+The ``*_chwn`` kernels take and give images laid out [C, H, W, N] (the batch
+innermost), the layout the batch-minor column code works in anyway: a chain
+of them (the ``batch_minor_layout`` pass) skips the transposes between layers,
+and pooling's window ops run along the batch instead of a small map's rows.
 """
 
 import functools
@@ -82,10 +87,18 @@ def _im2col(xp, x, kh, kw, stride, padding, dilation, out_hw):
 
 def _im2col_batch_minor(xp, x, kh, kw, stride, padding, dilation, out_hw):
     """Columns [C*KH*KW, OH*OW*N] of NCHW ``x``, the batch innermost."""
+    return _columns_chwn(xp, x.transpose(1, 2, 3, 0), kh, kw, stride, padding, dilation, out_hw)
+
+
+def _columns_chwn(xp, xt, kh, kw, stride, padding, dilation, out_hw):
+    """Columns [C*KH*KW, OH*OW*N] of ``xt`` laid out [C, H, W, N]: one copy out of a
+    strided window view (two when ``xt`` needs padding or is not contiguous)."""
     (sh, sw), (ph, pw), (dh, dw), (oh, ow) = stride, padding, dilation, out_hw
-    n, c, h, w = x.shape
-    xt = xp.zeros((c, h + 2 * ph, w + 2 * pw, n), dtype=x.dtype)
-    xt[:, ph : ph + h, pw : pw + w] = x.transpose(1, 2, 3, 0)
+    c, h, w, n = xt.shape
+    if ph or pw or not xt.flags.c_contiguous:
+        padded = xp.zeros((c, h + 2 * ph, w + 2 * pw, n), dtype=xt.dtype)
+        padded[:, ph : ph + h, pw : pw + w] = xt
+        xt = padded
     s0, s1, s2, s3 = xt.strides
     view = xp.lib.stride_tricks.as_strided(
         xt, (c, kh, kw, oh, ow, n), (s0, s1 * dh, s2 * dw, s1 * sh, s2 * sw, s3)
@@ -96,8 +109,13 @@ def _im2col_batch_minor(xp, x, kh, kw, stride, padding, dilation, out_hw):
 def _positions_per_chunk(positions, n, columns=320):
     """The most output positions, dividing ``positions``, whose columns for all
     ``n`` images fit in ``columns`` (at least 1)."""
-    k = max(1, min(positions, columns // n))
-    while positions % k:
+    return _largest_divisor(positions, columns // n)
+
+
+def _largest_divisor(total, at_most):
+    """The largest divisor of ``total`` that is at most ``at_most`` (at least 1)."""
+    k = max(1, min(total, at_most))
+    while total % k:
         k -= 1
     return k
 
@@ -107,10 +125,10 @@ def _by_group(a, groups):
     return a.reshape(a.shape[0], groups, -1, a.shape[-1])
 
 
-def _batch_minor_dy(dy, groups):
-    """NCHW ``dy`` as [G, Cout/G, OH*OW*N] (the batch innermost)."""
-    n, cout, oh, ow = dy.shape
-    return dy.transpose(1, 2, 3, 0).reshape(groups, cout // groups, oh * ow * n)
+def _batch_minor_dy(dy_bm, groups):
+    """``dy`` laid out [Cout, OH, OW, N] as [G, Cout/G, OH*OW*N]."""
+    cout, oh, ow, n = dy_bm.shape
+    return dy_bm.reshape(groups, cout // groups, oh * ow * n)
 
 
 def conv2d(xp, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
@@ -120,18 +138,38 @@ def conv2d(xp, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
     )
     n = x.shape[0]
     cout, cg, kh, kw = w.shape
-    wg = w.reshape(groups, cout // groups, cg * kh * kw)
     if _batch_minor(ow):
         cols = _im2col_batch_minor(xp, x, kh, kw, stride, padding, dilation, (oh, ow))
-        # One product per chunk of k output positions (all N images): a chunk of
-        # columns stays in cache, which makes the products ~1.4x faster than one.
-        k = _positions_per_chunk(oh * ow, n)
-        chunks = cols.reshape(groups, cg * kh * kw, oh * ow // k, k * n).transpose(0, 2, 1, 3)
-        y = xp.matmul(wg[:, None], chunks)  # [G, chunk, Cout/G, k*N]
-        y = y.reshape(groups, oh * ow // k, cout // groups, k, n).transpose(4, 0, 2, 1, 3)
-        return xp.ascontiguousarray(y).reshape(n, cout, oh, ow)
+        y = _product_by_chunks(xp, w, cols, groups, oh * ow, n)
+        return xp.ascontiguousarray(y.transpose(4, 0, 1, 2, 3)).reshape(n, cout, oh, ow)
+    wg = w.reshape(groups, cout // groups, cg * kh * kw)
     cols = _by_group(_im2col(xp, x, kh, kw, stride, padding, dilation, (oh, ow)), groups)
     return xp.matmul(wg, cols).reshape(n, cout, oh, ow)
+
+
+def conv2d_chwn(xp, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    """conv2d of ``x`` laid out [C, H, W, N] (the batch innermost); the output is
+    [Cout, OH, OW, N]. Chains of these need no transposes between layers."""
+    c, h, wd, n = x.shape
+    stride, padding, dilation, (oh, ow) = _conv_geometry(
+        (n, c, h, wd), w.shape, stride, padding, dilation, groups
+    )
+    cols = _columns_chwn(xp, x, w.shape[2], w.shape[3], stride, padding, dilation, (oh, ow))
+    y = _product_by_chunks(xp, w, cols, groups, oh * ow, n)
+    return xp.ascontiguousarray(y).reshape(w.shape[0], oh, ow, n)
+
+
+def _product_by_chunks(xp, w, cols, groups, positions, n):
+    """``w`` times batch-minor columns [C*KH*KW, positions*N], as a view
+    [G, Cout/G, positions/k, k, N]: one product per chunk of k output
+    positions (all N images), so a chunk of columns stays in cache, which makes
+    the products ~1.4x faster than one."""
+    cout, cg, kh, kw = w.shape
+    k = _positions_per_chunk(positions, n)
+    wg = w.reshape(groups, cout // groups, cg * kh * kw)
+    chunks = cols.reshape(groups, cg * kh * kw, positions // k, k * n).transpose(0, 2, 1, 3)
+    y = xp.matmul(wg[:, None], chunks)  # [G, chunk, Cout/G, k*N]
+    return y.reshape(groups, positions // k, cout // groups, k, n).transpose(0, 2, 1, 3, 4)
 
 
 @functools.lru_cache(maxsize=256)
@@ -147,18 +185,33 @@ def _col2im_windows(kh, kw, stride, dilation, out_hw) -> tuple:
 def conv2d_grad_input(
     xp, x_shape_ref, w, dy, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1
 ):
-    """Gradient of conv2d with respect to its input (only ``x_shape_ref.shape`` is read).
+    """Gradient of conv2d with respect to its input (only ``x_shape_ref.shape`` is read)."""
+    n, c, h, wd = x_shape_ref.shape
+    dx = _grad_input_chwn(xp, (c, h, wd, n), w, dy.transpose(1, 2, 3, 0), stride, padding,
+                          dilation, groups)
+    return xp.ascontiguousarray(dx.transpose(3, 0, 1, 2))
+
+
+def conv2d_grad_input_chwn(
+    xp, x_shape_ref, w, dy, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1
+):
+    """``conv2d_grad_input`` with ``dy`` and the result laid out [C, H, W, N]."""
+    return _grad_input_chwn(xp, tuple(x_shape_ref.shape), w, dy, stride, padding, dilation,
+                            groups)
+
+
+def _grad_input_chwn(xp, x_shape, w, dy, stride, padding, dilation, groups):
+    """The input gradient [C, H, W, N] (maybe a view) from ``dy`` laid out [Cout, OH, OW, N].
 
     Made batch-minor ([G, C/G, H, W, N]), so every add runs along W*N
     contiguous values. With stride 1 along W (the usual case) one product
     gives each kernel row's whole contribution (``_rows_of_input_gradient``);
     otherwise each kernel-window position's columns are added in turn.
     """
-    x_shape = tuple(x_shape_ref.shape)
+    c, h, wd, n = x_shape
     (sh, sw), (ph, pw), (dh, dw), (oh, ow) = _conv_geometry(
-        x_shape, w.shape, stride, padding, dilation, groups
+        (n, c, h, wd), w.shape, stride, padding, dilation, groups
     )
-    n, c, h, wd = x_shape
     cout, cg, kh, kw = w.shape
     dxpad = xp.zeros((groups, cg, h + 2 * ph, wd + 2 * pw, n), dtype=dy.dtype)
     if sw == 1:
@@ -174,8 +227,7 @@ def conv2d_grad_input(
         for k, window in enumerate(_col2im_windows(kh, kw, (sh, sw), (dh, dw), (oh, ow))):
             target = dxpad[window]
             xp.add(target, cols[:, k], out=target)
-    dx = dxpad.reshape(c, h + 2 * ph, wd + 2 * pw, n)[:, ph : ph + h, pw : pw + wd]
-    return xp.ascontiguousarray(dx.transpose(3, 0, 1, 2))
+    return dxpad.reshape(c, h + 2 * ph, wd + 2 * pw, n)[:, ph : ph + h, pw : pw + wd]
 
 
 def _rows_of_input_gradient(xp, w, dy, dw, groups, wp):
@@ -183,18 +235,18 @@ def _rows_of_input_gradient(xp, w, dy, dw, groups, wp):
     stride along W is 1: [G, KH, C/G, OH, Wp, N], one product for all of them.
 
     Row i at padded column x gets sum over (co, j) of w[co, c, i, j] *
-    dy[co, x - j*dw]: dy padded along W and viewed at its kw shifts
-    [G, Cout/G * KW, OH*Wp*N] (one copy) times the filter as
-    [G, KH * C/G, Cout/G * KW], its kw axis reversed to match the shifts.
-    Fewer, larger calls than adding KH*KW column blocks: ~10% faster on
-    LeNet's second convolution, though the product does more work where the
-    padded width exceeds the output's.
+    dy[co, x - j*dw] (``dy`` laid out [Cout, OH, OW, N]): dy padded along W and
+    viewed at its kw shifts [G, Cout/G * KW, OH*Wp*N] (one copy) times the
+    filter as [G, KH * C/G, Cout/G * KW], its kw axis reversed to match the
+    shifts. Fewer, larger calls than adding KH*KW column blocks: ~10% faster
+    on LeNet's second convolution, though the product does more work where
+    the padded width exceeds the output's.
     """
-    n, cout, oh, ow = dy.shape
+    cout, oh, ow, n = dy.shape
     _, cg, kh, kw = w.shape
     cog, reach = cout // groups, dw * (kw - 1)
     dyp = xp.zeros((groups, cog, oh, ow + 2 * reach, n), dtype=dy.dtype)
-    dyp[:, :, :, reach : reach + ow] = dy.transpose(1, 2, 3, 0).reshape(groups, cog, oh, ow, n)
+    dyp[:, :, :, reach : reach + ow] = dy.reshape(groups, cog, oh, ow, n)
     s_g, s_c, s_h, s_w, s_n = dyp.strides
     # shifted[g, co, j, r, x, :] = dyp[g, co, r, x + j*dw, :] = dy at column x - (kw-1-j)*dw
     shifted = xp.lib.stride_tricks.as_strided(
@@ -217,13 +269,47 @@ def conv2d_grad_filter(
     cout, cg, kh, kw = w_shape
     if _batch_minor(ow):
         cols = _im2col_batch_minor(xp, x, kh, kw, stride, padding, dilation, (oh, ow))
-        cols = cols.reshape(groups, cg * kh * kw, oh * ow * n)
-        # cols @ dy^T, transposed after: BLAS runs this product ~1.7x faster than dy @ cols^T
-        dw = xp.matmul(cols, _batch_minor_dy(dy, groups).transpose(0, 2, 1))
-        return xp.ascontiguousarray(dw.transpose(0, 2, 1)).reshape(w_shape)
+        return _filter_product(xp, cols, dy.transpose(1, 2, 3, 0), w_shape, groups)
     cols = _by_group(_im2col(xp, x, kh, kw, stride, padding, dilation, (oh, ow)), groups)
     dyg = _by_group(dy.reshape(n, cout, oh * ow), groups)
     return xp.matmul(dyg, cols.transpose(0, 1, 3, 2)).sum(axis=0).reshape(w_shape)
+
+
+def conv2d_grad_filter_chwn(
+    xp, x, dy, w_shape_ref, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1
+):
+    """``conv2d_grad_filter`` with ``x`` and ``dy`` laid out [C, H, W, N]."""
+    w_shape = tuple(w_shape_ref.shape)
+    c, h, wd, n = x.shape
+    stride, padding, dilation, (oh, ow) = _conv_geometry(
+        (n, c, h, wd), w_shape, stride, padding, dilation, groups
+    )
+    cols = _columns_chwn(xp, x, w_shape[2], w_shape[3], stride, padding, dilation, (oh, ow))
+    return _filter_product(xp, cols, dy, w_shape, groups)
+
+
+def _filter_product(xp, cols, dy_bm, w_shape, groups):
+    """The filter gradient from batch-minor columns and ``dy`` laid out [Cout, OH, OW, N]."""
+    g, columns = groups, cols.shape[1]
+    cols = cols.reshape(g, cols.shape[0] // g, columns)
+    dyg = _batch_minor_dy(dy_bm, g)
+    k, cog = cols.shape[1], dyg.shape[1]
+    # OpenBLAS runs a product this small along a long inner dimension 2-5x slower
+    # than the same product in pieces of ~512 columns, summed after.
+    pieces = _largest_divisor(columns, columns // 512) if k * cog < _SKINNY else 1
+    if pieces > 1:
+        part = columns // pieces
+        dw = xp.matmul(cols.reshape(g, k, pieces, part).transpose(0, 2, 1, 3),
+                       dyg.reshape(g, cog, pieces, part).transpose(0, 2, 3, 1)).sum(axis=1)
+    else:
+        # cols @ dy^T, transposed after: BLAS runs this product ~1.7x faster than dy @ cols^T
+        dw = xp.matmul(cols, dyg.transpose(0, 2, 1))
+    return xp.ascontiguousarray(dw.transpose(0, 2, 1)).reshape(w_shape)
+
+
+# Filter gradients with fewer elements per group (C/G*KH*KW times Cout/G) are
+# summed over pieces of the columns (measured: LeNet's first layer, 9 x 6).
+_SKINNY = 2048
 
 
 def _pool_out(size, k, s, p, ceil_mode):
@@ -237,28 +323,33 @@ def _pool_out(size, k, s, p, ceil_mode):
     return out, max(0, (out - 1) * s + k - (size + 2 * p))
 
 
-def _pool_geometry(x_shape, kernel_size, stride, padding, ceil_mode):
-    """(kh, kw), (sh, sw), (oh, ow) and the pad widths for xp.pad."""
+def _pool_geometry(x_shape, kernel_size, stride, padding, ceil_mode, chwn=False):
+    """(kh, kw), (sh, sw), (oh, ow) and the pad widths for xp.pad of an NCHW
+    (``chwn``: [C, H, W, N]) input."""
     (kh, kw) = _pair(kernel_size)
     (sh, sw) = _pair(kernel_size if stride is None else stride)
     (ph, pw) = _pair(padding)
-    oh, eh = _pool_out(x_shape[2], kh, sh, ph, ceil_mode)
-    ow, ew = _pool_out(x_shape[3], kw, sw, pw, ceil_mode)
-    pads = ((0, 0), (0, 0), (ph, ph + eh), (pw, pw + ew))
+    h, w = x_shape[1:3] if chwn else x_shape[2:]
+    oh, eh = _pool_out(h, kh, sh, ph, ceil_mode)
+    ow, ew = _pool_out(w, kw, sw, pw, ceil_mode)
+    spatial = ((ph, ph + eh), (pw, pw + ew))
+    pads = ((0, 0), *spatial, (0, 0)) if chwn else ((0, 0), (0, 0), *spatial)
     return (kh, kw), (sh, sw), (oh, ow), pads
 
 
-def _windows(k, s, out):
-    """The index of each window position into a padded NCHW (or HW) array."""
+def _windows(k, s, out, chwn=False):
+    """The index of each window position into a padded NCHW (or HW; ``chwn``:
+    [C, H, W, N]) array."""
     (kh, kw), (sh, sw), (oh, ow) = k, s, out
+    lead = slice(None) if chwn else Ellipsis
     for i in range(kh):
         for j in range(kw):
-            yield (Ellipsis, _window(i, sh, oh), _window(j, sw, ow))
+            yield (lead, _window(i, sh, oh), _window(j, sw, ow))
 
 
-def _combine_windows(xp, a, k, s, out, ufunc):
+def _combine_windows(xp, a, k, s, out, ufunc, chwn=False):
     """``ufunc`` over every window position of ``a``, into one new array."""
-    windows = [a[win] for win in _windows(k, s, out)]
+    windows = [a[win] for win in _windows(k, s, out, chwn)]
     if len(windows) == 1:
         return windows[0].copy()
     result = ufunc(windows[0], windows[1])
@@ -273,21 +364,46 @@ def _lowest(xp, dtype):
 
 def max_pool2d(xp, x, kernel_size, stride=None, padding=0, ceil_mode=False):
     """Max pooling of NCHW ``x``; padding counts as -inf."""
-    k, s, out, pads = _pool_geometry(x.shape, kernel_size, stride, padding, ceil_mode)
-    return _combine_windows(xp, _pad(xp, x, pads, _lowest(xp, x.dtype)), k, s, out, xp.maximum)
+    return _max_pool(xp, x, kernel_size, stride, padding, ceil_mode, chwn=False)
+
+
+def max_pool2d_chwn(xp, x, kernel_size, stride=None, padding=0, ceil_mode=False):
+    """``max_pool2d`` of ``x`` laid out [C, H, W, N]: every window op runs along the
+    batch, a longer inner loop than a small map's rows."""
+    return _max_pool(xp, x, kernel_size, stride, padding, ceil_mode, chwn=True)
+
+
+def _max_pool(xp, x, kernel_size, stride, padding, ceil_mode, chwn):
+    k, s, out, pads = _pool_geometry(x.shape, kernel_size, stride, padding, ceil_mode, chwn)
+    xpad = _pad(xp, x, pads, _lowest(xp, x.dtype))
+    return _combine_windows(xp, xpad, k, s, out, xp.maximum, chwn)
 
 
 def max_pool2d_grad(xp, x, y, dy, kernel_size, stride=None, padding=0, ceil_mode=False):
     """Gradient of max_pool2d: each window's dy goes to its first maximum."""
-    k, s, out, pads = _pool_geometry(x.shape, kernel_size, stride, padding, ceil_mode)
+    return _max_pool_grad(xp, x, y, dy, kernel_size, stride, padding, ceil_mode, chwn=False)
+
+
+def max_pool2d_grad_chwn(xp, x, y, dy, kernel_size, stride=None, padding=0, ceil_mode=False):
+    """``max_pool2d_grad`` with every array laid out [C, H, W, N]."""
+    return _max_pool_grad(xp, x, y, dy, kernel_size, stride, padding, ceil_mode, chwn=True)
+
+
+def _max_pool_grad(xp, x, y, dy, kernel_size, stride, padding, ceil_mode, chwn):
+    k, s, out, pads = _pool_geometry(x.shape, kernel_size, stride, padding, ceil_mode, chwn)
     xpad = _pad(xp, x, pads, _lowest(xp, x.dtype))
-    (_, _), (_, _), (ph, eh), (pw, ew) = pads
+    (ph, eh), (pw, ew) = pads[1:3] if chwn else pads[2:]
+    spatial = xpad.shape[1:3] if chwn else xpad.shape[2:]
     # Windows that neither overlap nor leave gaps write each element once.
     tiled = (s == k and not (ph or eh or pw or ew)
-             and xpad.shape[2:] == (out[0] * k[0], out[1] * k[1]))
-    dxpad = (xp.empty if tiled else xp.zeros)(xpad.shape, dtype=dy.dtype)
+             and spatial == (out[0] * k[0], out[1] * k[1]))
     zero = xp.zeros((), dtype=dy.dtype)
-    windows = list(_windows(k, s, out))
+    if tiled and chwn:
+        dx = _tiled_grad_chwn(xp, xpad, y, dy, k, zero)
+        if dx is not None:
+            return dx
+    dxpad = (xp.empty if tiled else xp.zeros)(xpad.shape, dtype=dy.dtype)
+    windows = list(_windows(k, s, out, chwn))
     free = None  # windows whose maximum is not found yet (None: all of them)
     for n, win in enumerate(windows):
         hit = xpad[win] == y
@@ -301,7 +417,22 @@ def max_pool2d_grad(xp, x, y, dy, kernel_size, stride=None, padding=0, ceil_mode
             select.where(xp, hit, dy, zero, out=dxpad[win])
         else:
             dxpad[win] += select.where(xp, hit, dy, zero)
-    return dxpad[:, :, ph : ph + x.shape[2], pw : pw + x.shape[3]]
+    h, w = x.shape[1:3] if chwn else x.shape[2:]
+    crop = (slice(ph, ph + h), slice(pw, pw + w))
+    return dxpad[(slice(None), *crop)] if chwn else dxpad[(slice(None), slice(None), *crop)]
+
+
+def _tiled_grad_chwn(xp, x, y, dy, k, zero):
+    """The max-pool gradient of [C, H, W, N] ``x`` cut into windows that neither
+    overlap nor leave gaps, in a few calls that run along the batch (one
+    compare, one count, one select: on two threads at once, far fewer GIL
+    hand-offs than a few calls per window position); None when some window
+    holds its maximum twice (or a NaN), which the general path resolves."""
+    (kh, kw), (c, oh, ow, n) = k, y.shape
+    hit = x.reshape(c, oh, kh, ow, kw, n) == y[:, :, None, :, None, :]
+    if int(xp.count_nonzero(hit)) != y.size:
+        return None
+    return select.where(xp, hit, dy[:, :, None, :, None, :], zero).reshape(x.shape)
 
 
 def _avg_divisor(xp, x, k, s, out, pads, exclusive):

@@ -11,10 +11,15 @@ from dy2stat.kernels.conv import (
     avg_pool2d,
     avg_pool2d_grad,
     conv2d,
+    conv2d_chwn,
     conv2d_grad_filter,
+    conv2d_grad_filter_chwn,
     conv2d_grad_input,
+    conv2d_grad_input_chwn,
     max_pool2d,
+    max_pool2d_chwn,
     max_pool2d_grad,
+    max_pool2d_grad_chwn,
 )
 
 __all__ = [
@@ -23,8 +28,11 @@ __all__ = [
     "batch_norm",
     "batch_norm_grad",
     "conv2d",
+    "conv2d_chwn",
     "conv2d_grad_filter",
+    "conv2d_grad_filter_chwn",
     "conv2d_grad_input",
+    "conv2d_grad_input_chwn",
     "cross_entropy",
     "cross_entropy_grad",
     "dropout",
@@ -37,7 +45,9 @@ __all__ = [
     "layer_norm_grad",
     "log_softmax",
     "max_pool2d",
+    "max_pool2d_chwn",
     "max_pool2d_grad",
+    "max_pool2d_grad_chwn",
     "relu",
     "softmax",
 ]

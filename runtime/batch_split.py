@@ -41,10 +41,13 @@ ROWS, SHARED, PARTIAL = "rows", "shared", "partial"
 # A call splits when its batch has at least this many rows and its ops at
 # least this much work (multiply-adds, see ``work_per_row``). Below that the
 # two threads' hand-offs cost more than the second core gives: on two cores,
-# LeNet training (1.0M per row) breaks even at ~48 rows and gains 1.1x at 64,
-# 1.45x at 128; a 784-256-10 MLP (0.41M per row) breaks even at ~100 rows.
+# LeNet training (1.0M per row; batch-minor layout) breaks even at ~64 rows
+# and gains 1.3x at 128; a 784-256-10 MLP (0.41M per row) breaks even at ~120
+# rows and gains 1.3x at 256. At break-even a whole run is the better choice:
+# its overlap needs the second core less (with another process busy on that
+# core, LeNet training at 64 rows ran 1.1x faster than eager split, 1.2x whole).
 MIN_ROWS = 8
-MIN_WORK = 5e7
+MIN_WORK = 8e7
 
 # Ops whose output row i is a function of their inputs' row i (broadcasting
 # SHARED operands along the rows).

@@ -52,6 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dy2stat.runtime import shapes
 from dy2stat.runtime.ir import Block, Operator, Program, Var
 from dy2stat.runtime.ops.control_flow import CONTROL_FLOW
+from dy2stat.runtime.ops.conv import CHWN_FORMS
 from dy2stat.runtime.registry import get_op
 
 __all__ = ["Function", "Module", "on_worker", "overlap", "run_on_worker", "sharing_cores"]
@@ -77,6 +78,7 @@ _IN_PLACE = frozenset(_BINARY) | frozenset(_UNARY) | {"relu"}
 # large copies and ufunc loops): what overlap may move to the worker thread.
 _OVERLAPPABLE = frozenset({"conv2d", "conv2d_grad_input", "conv2d_grad_filter", "max_pool2d",
                            "max_pool2d_grad", "avg_pool2d", "avg_pool2d_grad"})
+_OVERLAPPABLE |= {f"{t}_chwn" for t in _OVERLAPPABLE if t in CHWN_FORMS}
 # Ops whose output is always a new buffer that nothing else references (a
 # whitelist: reshape, transpose, getitem, expand, cast, sum_to_like, ... may
 # return views of their input or the input itself).

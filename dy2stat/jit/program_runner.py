@@ -22,6 +22,7 @@ from dy2stat.runtime import backward as runtime_backward
 from dy2stat.runtime import batch_split, dtypes, passes
 from dy2stat.runtime import executor as runtime_executor
 from dy2stat.runtime.ir import Program
+from dy2stat.runtime.passes import layout
 from dy2stat.runtime.registry import OpDef, Slot
 from dy2stat.tensor import Tensor
 
@@ -215,8 +216,7 @@ class ProgramRunner:
         key = (kind, xp)
         plan = self._plans.get(key)
         if plan is None:
-            plan = runtime_executor.compile(program, feeds, fetches, xp=xp)
-            self._plans[key] = plan
+            plan = self._plans[key] = _compile(program, feeds, fetches, xp)
         return plan
 
     def _feeds(self, arrays, xp) -> dict:
@@ -261,8 +261,8 @@ class _Split:
         plan = self._plans.get(which)
         if plan is None:
             program, feeds, fetches = self.sources[which]
-            plan = self._plans[which] = runtime_executor.compile(
-                batch_split.relaxed(program, self.kinds), feeds, fetches, overlap=False)
+            plan = self._plans[which] = _compile(
+                batch_split.relaxed(program, self.kinds), feeds, fetches, numpy, overlap=False)
         return plan
 
 
@@ -318,6 +318,13 @@ def _program_op(runner: ProgramRunner, saved: list, plans: _Plans, at) -> OpDef:
                                              Slot("Params", variadic=True)),
                  outputs=(Slot("Out", variadic=True),), attrs={}, kernel=None,
                  infer=None, grad=grad)
+
+
+def _compile(program: Program, feeds, fetches, xp, overlap=None):
+    """A plan of ``program``; on NumPy its image ops run batch-minor (``passes.layout``)."""
+    if xp is numpy and layout.settings.enabled:
+        program = passes.batch_minor_layout(program, fetches)
+    return runtime_executor.compile(program, feeds, fetches, xp=xp, overlap=overlap)
 
 
 def _is_float(array) -> bool:

@@ -15,7 +15,7 @@ from dy2stat.kernels import cudnn
 from dy2stat.kernels import nn as nnk
 from dy2stat.runtime import dtypes, shapes
 from dy2stat.runtime.ops.nn import _check_float
-from dy2stat.runtime.registry import Meta, defop
+from dy2stat.runtime.registry import OPS, Meta, defop
 
 fmt = shapes.fmt
 
@@ -339,3 +339,50 @@ defop(
     dtypes=dtypes.FLOATS,
     doc="The gradient of avg_pool2d (X is only a shape reference).",
 )
+
+# ------------------------------------------- batch-minor ([C, H, W, N]) forms
+
+# The batch_minor_layout pass (runtime/passes/layout.py) rewrites a training
+# program's convolution and pooling ops into these forms, after its backward
+# is built: they take and give images laid out [C, H, W, N] and have no
+# gradient rules.
+TO_CHWN, TO_NCHW = (1, 2, 3, 0), (3, 0, 1, 2)
+# op -> (its input slots that hold images, whether its output is an image)
+CHWN_FORMS = {
+    "conv2d": (("X",), True),
+    "conv2d_grad_input": (("X", "DOut"), True),
+    "conv2d_grad_filter": (("X", "DOut"), False),
+    "max_pool2d": (("X",), True),
+    "max_pool2d_grad": (("X", "Out", "DOut"), True),
+}
+
+
+def _permuted(meta: Meta, perm) -> Meta:
+    return Meta(tuple(meta.shape[p] for p in perm), meta.dtype)
+
+
+def _chwn_form(op: str, kernel):
+    base = OPS[op]
+    images, image_out = CHWN_FORMS[op]
+
+    def infer(*metas, **attrs):
+        for slot, meta in zip(base.inputs, metas):
+            if slot.name in images and len(meta.shape) != 4:
+                raise ValueError(f"{op}_chwn: {slot.name} must be 4-D [C, H, W, N], "
+                                 f"got shape {fmt(meta.shape)}")
+        nchw = [_permuted(m, TO_NCHW) if s.name in images else m
+                for s, m in zip(base.inputs, metas)]
+        out = base.infer(*nchw, **attrs)
+        return _permuted(out, TO_CHWN) if image_out else out
+
+    defop(f"{op}_chwn", inputs=base.input_names, attrs=base.attrs, kernel=kernel, infer=infer,
+          no_grad=base.input_names, dtypes=base.dtypes, promote=base.promote,
+          doc=f"{op} with {', '.join(images)}{' and Out' if image_out else ''} laid out "
+              "[C, H, W, N] (made by the batch_minor_layout pass; no gradient rule).")
+
+
+_chwn_form("conv2d", nnk.conv2d_chwn)
+_chwn_form("conv2d_grad_input", nnk.conv2d_grad_input_chwn)
+_chwn_form("conv2d_grad_filter", nnk.conv2d_grad_filter_chwn)
+_chwn_form("max_pool2d", _pool_kernel(nnk.max_pool2d_chwn, "max_pool2d"))
+_chwn_form("max_pool2d_grad", _pool_kernel(nnk.max_pool2d_grad_chwn, "max_pool2d_grad"))

@@ -13,11 +13,13 @@ from dy2stat.runtime.ir import Program
 from dy2stat.runtime.passes.constant_folding import fold_constants
 from dy2stat.runtime.passes.cse import eliminate_common_subexpressions
 from dy2stat.runtime.passes.fusion import fuse_elementwise
+from dy2stat.runtime.passes.layout import batch_minor_layout
 from dy2stat.runtime.passes.pool_before_relu import pool_before_relu
 from dy2stat.runtime.prune import dead_code_elimination
 
-__all__ = ["PASSES", "dead_code_elimination", "eliminate_common_subexpressions",
-           "fold_constants", "fuse_elementwise", "pool_before_relu", "run_passes"]
+__all__ = ["PASSES", "batch_minor_layout", "dead_code_elimination",
+           "eliminate_common_subexpressions", "fold_constants", "fuse_elementwise",
+           "pool_before_relu", "run_passes"]
 
 PASSES: dict[str, Callable[..., Program]] = {
     "fold_constants": fold_constants,
@@ -25,6 +27,7 @@ PASSES: dict[str, Callable[..., Program]] = {
     "dead_code_elimination": dead_code_elimination,
     "fuse_elementwise": fuse_elementwise,
     "pool_before_relu": pool_before_relu,
+    "batch_minor_layout": batch_minor_layout,
 }
 
 

@@ -13,6 +13,7 @@ from dy2stat import jit, nn
 from dy2stat.nn import functional as F
 from dy2stat.runtime import batch_split, executor
 from dy2stat.runtime.ir import Program
+from dy2stat.runtime.passes import layout
 from dy2stat.vision.models import LeNet
 from tests.jit.helpers import copy_weights, tensor
 from tests.runtime import programs
@@ -253,10 +254,11 @@ def test_a_parameter_broadcasts_along_the_rows_or_the_program_runs_whole(shared,
     assert _kind_of("add", {}, extra=shared) == want
 
 
-def test_with_the_flag_off_a_large_batch_trains_as_eager_bit_for_bit(monkeypatch):
-    """Unsplit, a converted step runs eager's kernels on the same values: the
-    losses of a few Adam steps at batch 64 are equal, not just close."""
+def test_with_the_flags_off_a_large_batch_trains_as_eager_bit_for_bit(monkeypatch):
+    """Unsplit and in NCHW, a converted step runs eager's kernels on the same
+    values: the losses of a few Adam steps at batch 64 are equal, not just close."""
     monkeypatch.setattr(batch_split.settings, "enabled", False)
+    monkeypatch.setattr(layout.settings, "enabled", False)
     rng = np.random.default_rng(13)
     x = rng.standard_normal((64, 1, 28, 28)).astype("float32")
     y = rng.integers(0, 10, (64, 1)).astype("int64")

@@ -213,6 +213,22 @@ _POOL_Y = (1, 2, 4, 3)
 # -------------------------------------------------------------------- dropout
 
 
+def _chwn(ref, images, image_out=True):
+    """The reference of an op's [C, H, W, N] form: its NCHW reference on the
+    inputs at positions ``images`` transposed back."""
+
+    def chwn_ref(*inputs, **attrs):
+        nchw = [x.transpose(3, 0, 1, 2) if i in images else x for i, x in enumerate(inputs)]
+        out = ref(*nchw, **attrs)
+        return out.transpose(1, 2, 3, 0) if image_out else out
+
+    return chwn_ref
+
+
+def _to_chwn(x):
+    return np.ascontiguousarray(x.transpose(1, 2, 3, 0))
+
+
 def _dropout_ref(x, mask, p=0.5, mode="upscale_in_train"):
     return x * mask / (1 - p) if mode == "upscale_in_train" else x * mask
 
@@ -384,6 +400,34 @@ CASES = [
          grad_inputs=(1,)),
     Case("avg_pool2d_grad", [randn(*_POOL_X), randn(*_POOL_Y)], {**_POOL, "exclusive": False},
          ref=_avg_pool_grad_ref, grad_inputs=(1,), name="inclusive"),
+    # The batch-minor forms (no gradient rules): their NCHW forms' references, transposed.
+    Case("conv2d_chwn", [_to_chwn(randn(3, 2, 4, 4)), randn(3, 2, 2, 2)],
+         ref=_chwn(_conv_ref, {0}), grad=False),
+    Case("conv2d_chwn", [_to_chwn(randn(2, 4, 5, 6)), randn(4, 2, 3, 2)], _CONV_GROUPED,
+         ref=_chwn(_conv_ref, {0}), grad=False, name="grouped"),
+    Case("conv2d_grad_input_chwn",
+         [_to_chwn(randn(2, 4, 5, 6)), randn(4, 2, 3, 2), _to_chwn(randn(2, 4, 3, 4))],
+         _CONV_GROUPED, ref=_chwn(_conv_grad_input_ref, {0, 2}), grad=False, name="grouped"),
+    Case("conv2d_grad_input_chwn",
+         [_to_chwn(randn(3, 2, 6, 6)), randn(3, 2, 3, 3), _to_chwn(randn(3, 3, 6, 6))],
+         {"padding": [1, 1]}, ref=_chwn(_conv_grad_input_ref, {0, 2}), grad=False,
+         name="padded"),
+    Case("conv2d_grad_filter_chwn",
+         [_to_chwn(randn(2, 4, 5, 6)), _to_chwn(randn(2, 4, 3, 4)), randn(4, 2, 3, 2)],
+         _CONV_GROUPED, ref=_chwn(_conv_grad_filter_ref, {0, 1}, image_out=False),
+         grad=False, name="grouped"),
+    Case("max_pool2d_chwn", [_to_chwn(distinct(3, 2, 4, 4))], {"kernel_size": [2, 2]},
+         ref=_chwn(_max_pool_ref, {0}), grad=False),
+    Case("max_pool2d_chwn", [_to_chwn(distinct(2, *_POOL_X[1:]))], _POOL,
+         ref=_chwn(_max_pool_ref, {0}), grad=False, name="pad-ceil"),
+    Case("max_pool2d_grad_chwn",
+         [_to_chwn(x := distinct(2, *_POOL_X[1:])), _to_chwn(_max_pool_ref(x, **_POOL)),
+          _to_chwn(randn(2, *_POOL_Y[1:]))], _POOL,
+         ref=_chwn(_max_pool_grad_ref, {0, 1, 2}), grad=False, name="pad-ceil"),
+    Case("max_pool2d_grad_chwn",
+         [_to_chwn(x := distinct(3, 2, 4, 4)), _to_chwn(_max_pool_ref(x, kernel_size=2)),
+          _to_chwn(randn(3, 2, 2, 2))], {"kernel_size": 2},
+         ref=_chwn(_max_pool_grad_ref, {0, 1, 2}), grad=False, name="tiled"),
     Case("dropout", [randn(3, 4), _MASK], {"p": 0.3}, ref=_dropout_ref, grad_inputs=(0,)),
     Case("dropout", [randn(3, 4), _MASK], {"p": 0.3, "mode": "downscale_in_infer"},
          ref=_dropout_ref, grad_inputs=(0,), name="downscale"),

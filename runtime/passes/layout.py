@@ -1,0 +1,165 @@
+"""Batch-minor layout: a program's image ops work on [C, H, W, N] arrays.
+
+``batch_minor_layout(program, keep=())`` returns a new program in which every
+convolution and max-pooling op of the global block (forward and gradients)
+is replaced by its ``*_chwn`` form (``runtime/ops/conv.py``: images laid out
+[C, H, W, N], the batch innermost). An elementwise op or a ``sum_to_like``
+that reads such an op's result follows it into that layout when its other
+operands allow (4-D, or a single value). A ``transpose`` gives each value the
+layout its reader needs, so every name keeps its meaning: feeds, fetches (the
+names in ``keep``) and values read by other ops stay NCHW.
+
+Why: the NumPy convolution kernels work batch-minor anyway (their columns put
+the batch innermost), so an NCHW chain transposes its images at every layer
+and back; and on a small map, pooling and elementwise ops run along the batch
+(64 values for LeNet) rather than along the map's rows (5 to 14). A NumPy
+transpose is a view, so the layout changes at the chain's ends copy nothing
+until a kernel reads them. Results equal the NCHW kernels' up to the
+rounding of sums taken in another order.
+
+For NumPy (cuDNN wants NCHW). Programs with sub-blocks come back unchanged.
+The pass runs on programs whose backward is built: the ``*_chwn`` forms have
+no gradient rules.
+"""
+
+from __future__ import annotations
+
+from dy2stat.runtime.ir import Block, Operator, Program
+from dy2stat.runtime.ops.conv import CHWN_FORMS, TO_CHWN, TO_NCHW
+from dy2stat.runtime.prune import copy_for_pass
+from dy2stat.runtime.registry import get_op
+
+__all__ = ["batch_minor_layout", "settings"]
+
+
+class _Settings:
+    """Whether converted Layers run their NumPy plans through this pass (the flag
+    ``batch_minor_layout``; plans compiled from then on)."""
+
+    def __init__(self):
+        self.enabled = True
+
+
+settings = _Settings()
+
+
+def batch_minor_layout(program: Program, keep=()) -> Program:
+    """``program`` with its image ops in the [C, H, W, N] layout (see the module doc)."""
+    result, keep = copy_for_pass(program, keep, "batch_minor_layout")
+    block = result.global_block()
+    if len(result.blocks) == 1 and any(op.type in CHWN_FORMS for op in block.ops):
+        _Rewrite(result, block, keep).run()
+        result.bump()
+    return result
+
+
+class _Rewrite:
+    def __init__(self, program: Program, block: Block, keep: set):
+        self.program, self.block, self.keep = program, block, keep
+        self.chwn: dict[str, str] = {}  # name -> the name of its [C, H, W, N] value
+        self.made_chwn: set[str] = set()  # names an op computes as [C, H, W, N]
+        self.missing: set[str] = set()  # of those, names whose NCHW value is not made yet
+        self.ops: list[Operator] = []
+        self.wanted = self._wanted()
+
+    def run(self) -> None:
+        for op in self.block.ops:
+            images = self._images(op)
+            if images is None:
+                for name in op.input_names():
+                    self._as_nchw(name, op)
+                self.ops.append(op)
+                continue
+            inputs = {slot: [self._as_chwn(n, op) if n in images else n for n in names]
+                      for slot, names in op.inputs.items()}
+            image_out = CHWN_FORMS[op.type][1] if op.type in CHWN_FORMS else True
+            outputs = {slot: [self._chwn_out(n) if image_out else n for n in names]
+                       for slot, names in op.outputs.items()}
+            kind = f"{op.type}_chwn" if op.type in CHWN_FORMS else op.type
+            self.ops.append(Operator(kind, inputs, outputs, dict(op.attrs), origin=op.origin))
+            for name in op.output_names():  # a fetched value is made NCHW at once:
+                if name in self.keep:  # its view keeps later ops from writing over it
+                    self._as_nchw(name, op)
+        self.block.ops = self.ops
+
+    def _images(self, op: Operator) -> set | None:
+        """The inputs ``op`` reads as [C, H, W, N] images if it changes layout, else None."""
+        if op.type in CHWN_FORMS:
+            names = self._image_inputs(op)
+            return names if all(self._ndim(n) == 4 for n in names) else None
+        if not self._can_follow(op):
+            return None
+        ins = op.input_names()
+        if not (op.output_names()[0] in self.wanted or any(n in self.made_chwn for n in ins)):
+            return None
+        return {n for n in ins if self._ndim(n) == 4}
+
+    def _wanted(self) -> set:
+        """Names some ``*_chwn`` op reads as an image, directly or through ops that
+        can follow the layout: making those ops follow it reads their inputs once
+        in NCHW order instead of the image op reading them strided several times."""
+        wanted: set[str] = set()
+        for op in reversed(self.block.ops):
+            if op.type in CHWN_FORMS:
+                wanted |= self._image_inputs(op)
+            elif self._can_follow(op) and op.output_names()[0] in wanted:
+                wanted |= {n for n in op.input_names() if self._ndim(n) == 4}
+        return wanted
+
+    @staticmethod
+    def _image_inputs(op: Operator) -> set:
+        return {n for slot in CHWN_FORMS[op.type][0] for n in op.inputs.get(slot, ())}
+
+    def _can_follow(self, op: Operator) -> bool:
+        """An elementwise op or sum_to_like with one 4-D result whose operands are
+        4-D or single values (a lower-rank operand would broadcast along other axes)."""
+        if op.type != "sum_to_like" and not get_op(op.type).elementwise:
+            return False
+        outs = op.output_names()
+        return (len(outs) == 1 and self._ndim(outs[0]) == 4
+                and all(self._ndim(n) == 4 or self._single(n) for n in op.input_names()))
+
+    def _ndim(self, name: str) -> int:
+        var = self.block.find_var(name)
+        return -1 if var is None else len(var.shape)
+
+    def _single(self, name: str) -> bool:
+        var = self.block.find_var(name)
+        return var is not None and all(d == 1 for d in var.shape)
+
+    def _as_chwn(self, name: str, reader: Operator) -> str:
+        """The [C, H, W, N] value of ``name``, transposed from NCHW on first need."""
+        if name not in self.chwn:
+            self.chwn[name] = self._transpose(name, TO_CHWN, f"{name}@chwn", reader)
+        return self.chwn[name]
+
+    def _chwn_out(self, name: str) -> str:
+        var = self.block.vars[name]
+        new = self.block.create_var([var.shape[p] for p in TO_CHWN], var.dtype,
+                                    name=self._fresh(f"{name}@chwn"),
+                                    stop_gradient=var.stop_gradient)
+        self.chwn[name] = new.name
+        self.made_chwn.add(name)
+        self.missing.add(name)
+        return new.name
+
+    def _as_nchw(self, name: str, reader: Operator) -> None:
+        """Make ``name`` itself (NCHW) from its [C, H, W, N] value when not made yet."""
+        if name in self.missing:
+            self.missing.discard(name)
+            self._emit_transpose(self.chwn[name], name, TO_NCHW, reader)
+
+    def _transpose(self, name: str, perm, base: str, reader: Operator) -> str:
+        var = self.block.find_var(name)
+        out = self.block.create_var([var.shape[p] for p in perm], var.dtype,
+                                    name=self._fresh(base), stop_gradient=var.stop_gradient)
+        self._emit_transpose(name, out.name, perm, reader)
+        return out.name
+
+    def _emit_transpose(self, source: str, target: str, perm, reader: Operator) -> None:
+        self.ops.append(Operator("transpose", {"X": [source]}, {"Out": [target]},
+                                 {"perm": list(perm)}, origin=reader.origin))
+
+    def _fresh(self, base: str) -> str:
+        return base if all(base not in b.vars for b in self.program.blocks) else \
+            self.program.unique_name(base)
