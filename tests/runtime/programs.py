@@ -65,6 +65,16 @@ def mlp() -> tuple[Program, dict]:
     return p, params
 
 
+def conv_relu(x_shape, w_shape) -> tuple[Program, str, str]:
+    """x -> conv2d (padding 1, float64) -> relu; returns the program and the two names."""
+    p = Program()
+    g = p.global_block()
+    g.create_var(x_shape, "float64", name="x", is_data=True)
+    g.create_var(w_shape, "float64", name="w", persistable=True)
+    c = op(g, "conv2d", {"X": "x", "Filter": "w"}, {"padding": [1, 1]})
+    return p, c, op(g, "relu", {"X": c})
+
+
 def with_cond() -> Program:
     """y = cond(p, relu(x), scale(x)); z = an unused second cond (dead)."""
     p = Program()

@@ -16,7 +16,7 @@ from dy2stat.runtime.ir import Program
 from dy2stat.runtime.passes import PASSES, batch_minor_layout
 from dy2stat.runtime.prune import clone_program
 from dy2stat.runtime.verify import verify
-from tests.runtime.programs import op
+from tests.runtime.programs import conv_relu, op
 
 RNG = np.random.default_rng(21)
 
@@ -101,12 +101,7 @@ def test_an_operand_of_lower_rank_keeps_its_op_in_nchw():
 
 def test_a_fetched_value_is_not_written_over_by_the_ops_after_it():
     # relu may run in place; the fetched input of it must keep its own values
-    p = Program()
-    g = p.global_block()
-    g.create_var((-1, 2, 6, 6), "float64", name="x", is_data=True)
-    g.create_var((2, 2, 3, 3), "float64", name="w", persistable=True)
-    c = op(g, "conv2d", {"X": "x", "Filter": "w"}, {"padding": [1, 1]})
-    r = op(g, "relu", {"X": c})
+    p, c, r = conv_relu((-1, 2, 6, 6), (2, 2, 3, 3))
     x, w = RNG.standard_normal((2, 2, 6, 6)), RNG.standard_normal((2, 2, 3, 3))
     want = executor.compile(p, ["x"], [c, r]).run({"x": x}, Scope({"w": w}))
     got = executor.compile(batch_minor_layout(p, [c, r]), ["x"], [c, r]).run(

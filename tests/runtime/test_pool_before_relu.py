@@ -7,23 +7,18 @@ import pytest
 
 from dy2stat.runtime import backward, executor
 from dy2stat.runtime.executor import Scope
-from dy2stat.runtime.ir import Program
 from dy2stat.runtime.passes import PASSES, pool_before_relu
 from dy2stat.runtime.prune import clone_program
 from dy2stat.runtime.verify import verify
-from tests.runtime.programs import op
+from tests.runtime.programs import conv_relu, op
 
 RNG = np.random.default_rng(11)
 
 
 def conv_relu_pool(pool_attrs, extra_reader=False):
     """x -> conv2d -> relu -> max_pool2d -> sum; returns (program, loss, relu name)."""
-    p = Program()
+    p, _, r = conv_relu((-1, 2, 9, 9), (3, 2, 3, 3))
     g = p.global_block()
-    g.create_var((-1, 2, 9, 9), "float64", name="x", is_data=True)
-    g.create_var((3, 2, 3, 3), "float64", name="w", persistable=True)
-    c = op(g, "conv2d", {"X": "x", "Filter": "w"}, {"padding": [1, 1]})
-    r = op(g, "relu", {"X": c})
     pooled = op(g, "max_pool2d", {"X": r}, pool_attrs)
     loss = op(g, "sum", {"X": pooled}, {"axis": None})
     if extra_reader:
