@@ -344,8 +344,8 @@ defop(
 
 # The batch_minor_layout pass (runtime/passes/layout.py) rewrites a training
 # program's convolution and pooling ops into these forms, after its backward
-# is built: they take and give images laid out [C, H, W, N] and have no
-# gradient rules.
+# is built: they take and give images laid out [C, H, W, N], and asking for
+# their gradient is an error.
 TO_CHWN, TO_NCHW = (1, 2, 3, 0), (3, 0, 1, 2)
 # op -> (its input slots that hold images, whether its output is an image)
 CHWN_FORMS = {
@@ -375,10 +375,14 @@ def _chwn_form(op: str, kernel):
         out = base.infer(*nchw, **attrs)
         return _permuted(out, TO_CHWN) if image_out else out
 
+    def grad(e, ins, outs, douts, attrs, need):
+        raise ValueError(f"{op}_chwn has no gradient rule: build the backward first, then run "
+                         "the batch_minor_layout pass")
+
     defop(f"{op}_chwn", inputs=base.input_names, attrs=base.attrs, kernel=kernel, infer=infer,
-          no_grad=base.input_names, dtypes=base.dtypes, promote=base.promote,
+          grad=grad, dtypes=base.dtypes, promote=base.promote,
           doc=f"{op} with {', '.join(images)}{' and Out' if image_out else ''} laid out "
-              "[C, H, W, N] (made by the batch_minor_layout pass; no gradient rule).")
+              "[C, H, W, N] (made by the batch_minor_layout pass; no gradient).")
 
 
 _chwn_form("conv2d", nnk.conv2d_chwn)

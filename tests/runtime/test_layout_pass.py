@@ -141,3 +141,15 @@ def test_converted_layers_use_it_on_numpy_unless_the_flag_is_off():
         sources[flag] = "".join(p.source for p in runner._plans.values())
     assert "conv2d_chwn" in sources[True] and "max_pool2d_grad_chwn" in sources[True]
     assert "_chwn" not in sources[False]
+
+
+def test_a_gradient_through_the_rewritten_ops_is_an_error_and_bad_ranks_are_named():
+    from dy2stat.runtime.registry import OPS, Meta
+
+    p, _, r = conv_relu((-1, 2, 6, 6), (2, 2, 3, 3))
+    loss = op(p.global_block(), "sum", {"X": r}, {"axis": None})
+    with pytest.raises(ValueError, match="conv2d_chwn has no gradient rule: build the backward"):
+        backward.gradients(batch_minor_layout(p, [loss]), loss, ["w"])
+    f32 = np.dtype("float32")
+    with pytest.raises(ValueError, match=r"conv2d_chwn: X must be 4-D \[C, H, W, N\], got"):
+        OPS["conv2d_chwn"].infer(Meta((2, 3, 4), f32), Meta((2, 2, 3, 3), f32))
