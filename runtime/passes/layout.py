@@ -18,8 +18,8 @@ until a kernel reads them. Results equal the NCHW kernels' up to the
 rounding of sums taken in another order.
 
 For NumPy (cuDNN wants NCHW). Programs with sub-blocks come back unchanged.
-The pass runs on programs whose backward is built: the ``*_chwn`` forms have
-no gradient rules.
+The pass runs on programs whose backward is built: asking for the gradient
+of a ``*_chwn`` form is an error.
 """
 
 from __future__ import annotations
@@ -130,18 +130,15 @@ class _Rewrite:
     def _as_chwn(self, name: str, reader: Operator) -> str:
         """The [C, H, W, N] value of ``name``, transposed from NCHW on first need."""
         if name not in self.chwn:
-            self.chwn[name] = self._transpose(name, TO_CHWN, f"{name}@chwn", reader)
+            self.chwn[name] = self._permuted_var(name, TO_CHWN)
+            self._emit_transpose(name, self.chwn[name], TO_CHWN, reader)
         return self.chwn[name]
 
     def _chwn_out(self, name: str) -> str:
-        var = self.block.vars[name]
-        new = self.block.create_var([var.shape[p] for p in TO_CHWN], var.dtype,
-                                    name=self._fresh(f"{name}@chwn"),
-                                    stop_gradient=var.stop_gradient)
-        self.chwn[name] = new.name
+        self.chwn[name] = self._permuted_var(name, TO_CHWN)
         self.made_chwn.add(name)
         self.missing.add(name)
-        return new.name
+        return self.chwn[name]
 
     def _as_nchw(self, name: str, reader: Operator) -> None:
         """Make ``name`` itself (NCHW) from its [C, H, W, N] value when not made yet."""
@@ -149,17 +146,15 @@ class _Rewrite:
             self.missing.discard(name)
             self._emit_transpose(self.chwn[name], name, TO_NCHW, reader)
 
-    def _transpose(self, name: str, perm, base: str, reader: Operator) -> str:
+    def _permuted_var(self, name: str, perm) -> str:
+        """A new variable holding ``name`` with its axes in ``perm`` order."""
         var = self.block.find_var(name)
-        out = self.block.create_var([var.shape[p] for p in perm], var.dtype,
-                                    name=self._fresh(base), stop_gradient=var.stop_gradient)
-        self._emit_transpose(name, out.name, perm, reader)
-        return out.name
+        base = f"{name}@chwn"
+        if any(base in b.vars for b in self.program.blocks):
+            base = self.program.unique_name(base)
+        return self.block.create_var([var.shape[p] for p in perm], var.dtype, name=base,
+                                     stop_gradient=var.stop_gradient).name
 
     def _emit_transpose(self, source: str, target: str, perm, reader: Operator) -> None:
         self.ops.append(Operator("transpose", {"X": [source]}, {"Out": [target]},
                                  {"perm": list(perm)}, origin=reader.origin))
-
-    def _fresh(self, base: str) -> str:
-        return base if all(base not in b.vars for b in self.program.blocks) else \
-            self.program.unique_name(base)

@@ -400,7 +400,7 @@ CASES = [
          grad_inputs=(1,)),
     Case("avg_pool2d_grad", [randn(*_POOL_X), randn(*_POOL_Y)], {**_POOL, "exclusive": False},
          ref=_avg_pool_grad_ref, grad_inputs=(1,), name="inclusive"),
-    # The batch-minor forms (no gradient rules): their NCHW forms' references, transposed.
+    # The batch-minor forms (no gradients): their NCHW forms' references, transposed.
     Case("conv2d_chwn", [_to_chwn(randn(3, 2, 4, 4)), randn(3, 2, 2, 2)],
          ref=_chwn(_conv_ref, {0}), grad=False),
     Case("conv2d_chwn", [_to_chwn(randn(2, 4, 5, 6)), randn(4, 2, 3, 2)], _CONV_GROUPED,
