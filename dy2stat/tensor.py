@@ -13,6 +13,11 @@ from dy2stat.kernels import backend
 from dy2stat.kernels.backend import to_host
 from dy2stat.mode import state
 
+# Filled in by dy2stat.static: ``write(tensor, variable)`` makes the program being built
+# write ``variable``'s value into ``tensor`` when it runs (a traced forward updating a
+# buffer in place: ``self.steps[0] += 1``, ``self.mean.set_value(m)``).
+static_write = None
+
 
 class Tensor:
     """An n-d array on the current device that can record gradients."""
@@ -120,6 +125,9 @@ class Tensor:
             )
         old = Tensor(self._data, self.stop_gradient)
         old._node, old._index, old._version = self._node, self._index, self._version
+        if state.static:  # traced: the program reads this tensor and writes it back
+            static_write(self, make(self))
+            return
         new = make(old)
         self._data, self._node, self._index = new._data, new._node, new._index
         self.stop_gradient = new.stop_gradient
@@ -127,6 +135,9 @@ class Tensor:
 
     def set_value(self, value) -> None:
         """Overwrite the values in place (no gradient is recorded)."""
+        if getattr(value, "is_static", False):
+            static_write(self, value)
+            return
         array = value._data if isinstance(value, Tensor) else value
         xp = backend.array_module(self._data)
         array = xp.asarray(array, dtype=self._data.dtype)

@@ -99,7 +99,7 @@ def main(argv=None) -> int:
             print(f"step {step:3d}: length {int(length):2d}  loss {losses[-1]:.4f}")
 
     ops = sorted({op.type for op in model.forward.main_program.all_ops()})
-    traces = len(model.forward._cache)
+    traces = len(model.forward.program_cache)
     print(f"one program for {len(lengths)} different lengths ({traces} trace); ops: "
           f"{', '.join(ops)}")
     first, last = np.mean(losses[:3]), np.mean(losses[-3:])

@@ -27,6 +27,7 @@ from dy2stat.dy2static import (
     error_map,
     origin,
     parser,
+    reads,
     templates,
     transformer,
 )
@@ -78,6 +79,7 @@ class Translation:
     source: str  # its readable source (what `.code` shows)
     source_map: origin.SourceMap  # lines of `source` -> the user's origins
     helpers: str  # the name of the free variable holding the helpers
+    free_names: reads.FreeNames  # what the function reads and assigns outside its scope
 
 
 # Keyed by (code, file): code objects that differ only in their file compare equal.
@@ -129,6 +131,7 @@ def run_passes(node, ctx, qualname: str, info, passes=PASSES):
 def translate(fn, passes=PASSES) -> Translation:
     """Convert the source of `fn` with `passes` (cached by code object for the full list)."""
     node, info = parser.parse_function(fn)
+    free_names = reads.FreeNames(parser.unwrap(fn), node)
     ctx = transformer.Context.for_function(node, fn, info)
     if isinstance(node, gast.Lambda):
         node = _as_def(node, ctx.namer.new("lambda"))
@@ -137,7 +140,7 @@ def translate(fn, passes=PASSES) -> Translation:
     code = _compile(node, fn, info.filename, ctx.helpers)
     error_map.register(code)
     log(1, f"converted {fn.__qualname__} ({info.filename}:{info.lineno})")
-    translation = Translation(code, source, source_map, ctx.helpers)
+    translation = Translation(code, source, source_map, ctx.helpers, free_names)
     if passes is PASSES:
         _translations[_code_key(fn)] = translation
     return translation
@@ -183,8 +186,11 @@ def instantiate(translation: Translation, fn) -> types.FunctionType:
     inner.__kwdefaults__ = fn.__kwdefaults__
     inner.__qualname__ = fn.__qualname__
 
+    free_names = translation.free_names
+
     @functools.wraps(fn)
     def converted(*args, **kwargs):
+        reads.enter_function(fn, free_names)
         try:
             result = inner(*args, **kwargs)
         except Exception as e:

@@ -17,6 +17,7 @@ import weakref
 from dy2stat.dy2static import error_map, parser
 from dy2stat.dy2static.errors import ConversionError
 from dy2stat.dy2static.tensor_array import LIST_FUNCTIONS, TensorArray
+from dy2stat.mode import state
 
 NOT_TO_STATIC = "__dy2stat_not_to_static__"  # what d2s.jit.not_to_static sets
 
@@ -59,12 +60,15 @@ def convert_call(fn):
         return functools.partial(converted, *fn.args, **fn.keywords)
     if isinstance(fn, type) or not callable(fn):  # noqa: B004
         return fn
+    recorder = state.recorder
+    if recorder is not None and hasattr(fn, "_sub_layers"):  # a Layer: its state is read
+        recorder.touch(fn)
     dygraph = getattr(fn, "dygraph_function", None)  # a StaticFunction: inline its function
     if isinstance(dygraph, types.FunctionType):
         converted = convert_call(dygraph)
         owner = getattr(fn, "_instance", None)
         return types.MethodType(converted, owner) if owner is not None else converted
-    if _is_library(type(fn)):
+    if is_library(type(fn)):
         return fn
     forward = getattr(type(fn), "forward", None)
     if forward is not None:  # a Layer: call it with its forward converted
@@ -90,7 +94,7 @@ def _decide(fn: types.FunctionType):
     """What a call of `fn` calls: its converted twin, or `fn` when it stays as it is."""
     if fn.__code__ in error_map.converted_codes:  # defined inside converted code
         return fn
-    if _is_library(fn) or inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn):
+    if is_library(fn) or inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn):
         return fn
     try:
         return convert_function(fn)
@@ -99,8 +103,21 @@ def _decide(fn: types.FunctionType):
         return fn
 
 
-def _is_library(obj) -> bool:
-    """Whether `obj` is the framework's or a library's (not the user's) code."""
+def is_library(obj) -> bool:
+    """Whether `obj` is the framework's or a library's (not the user's) code (cached for
+    classes and modules)."""
+    if isinstance(obj, (type, types.ModuleType)):
+        known = _library_types.get(obj)
+        if known is None:
+            known = _library_types[obj] = _is_library_code(obj)
+        return known
+    return _is_library_code(obj)
+
+
+_library_types: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _is_library_code(obj) -> bool:
     module = getattr(obj, "__module__", None) or ""
     if module in ("dy2stat", "builtins") or module.startswith("dy2stat."):
         return True

@@ -20,6 +20,7 @@ from dy2stat.dy2static.logical import (
     convert_logical_or,
 )
 from dy2stat.dy2static.loops import LoopVariableError, convert_for_loop, convert_while_loop
+from dy2stat.dy2static.reads import read_attr
 from dy2stat.dy2static.sequences import convert_enumerate, convert_range, convert_zip
 from dy2stat.dy2static.tensor_array import TensorArray
 from dy2stat.dy2static.undefined import (
@@ -54,4 +55,5 @@ __all__ = [
     "convert_zip",
     "is_undefined",
     "not_to_static",
+    "read_attr",
 ]

@@ -35,6 +35,9 @@ class ProgramRunner:
         self.feed_names = list(feed_names)
         self.fetch_names = list(fetch_names)
         self.captured = captured  # name -> eager Tensor read at every run
+        # The captured tensors the program writes (running statistics, counters): after
+        # every run their tensors take the values the run left in the scope.
+        self.written = sorted(_written_names(program) & set(captured))
         # What runs: the program rewritten by the passes that change no result.
         self._optimized = passes.pool_before_relu(program, self.fetch_names)
         self._plans: dict = {}
@@ -56,7 +59,9 @@ class ProgramRunner:
                 return batch_split.combine(split.fetch_kinds, *parts)
             plan = self._plan("forward", self._optimized, self.feed_names, self.fetch_names,
                               scope.xp)
-            return plan.run(feeds, scope)
+            outs = plan.run(feeds, scope)
+        scope.write_back(self.written)
+        return outs
 
     def __call__(self, inputs: list) -> list:
         """Run on eager tensors; returns output tensors (recorded on the tape if needed)."""
@@ -80,6 +85,7 @@ class ProgramRunner:
             else:
                 parts = [plans.forward.run(feeds, scope)]
                 outs = parts[0][:n_out]
+        scope.write_back(self.written)
         saved = [dict(zip(plans.saved_names, p[n_out:])) for p in parts]
         results = [Tensor(a, stop_gradient=not _is_float(a)) for a in outs]
         params = [self.captured[n] for n in trainable]
@@ -299,11 +305,14 @@ class _TensorScope(runtime_executor.Scope):
                 values[name] = device.move(a, target, "run_program")
         return cls(captured, values, xp), where
 
-    def __setitem__(self, name, value) -> None:
-        super().__setitem__(name, value)
-        tensor = self._captured.get(name)
-        if tensor is not None:
-            tensor._data = value
+    def write_back(self, names) -> None:
+        """Give the captured tensors ``names`` the values a run left for them (plans
+        store persistable outputs into the scope's dict directly)."""
+        for name in names:
+            tensor, value = self._captured[name], self._values[name]
+            if value is not tensor._data:
+                tensor._data = value
+                tensor._version += 1
 
 
 def _program_op(runner: ProgramRunner, saved: list, plans: _Plans, at) -> OpDef:
@@ -329,6 +338,11 @@ def _compile(program: Program, feeds, fetches, xp, overlap=None):
 
 def _is_float(array) -> bool:
     return array.dtype in dtypes.FLOATS
+
+
+def _written_names(program: Program) -> set:
+    """Every name an op of ``program`` (sub-blocks included) writes."""
+    return {n for op in program.all_ops() for n in op.output_names()}
 
 
 def _free_names(program: Program, idx: int) -> set:

@@ -52,10 +52,9 @@ class ProgramTranslator:
             raise RuntimeError(
                 "save_inference_model: no converted function has run yet; call it once first")
         concrete = function.concrete_program
-        runner = concrete.runner
         save_load.write(os.path.join(dirname, "model"), concrete.main_program,
-                        _pick(runner.feed_names, feed), _pick(runner.fetch_names, fetch),
-                        runner.captured)
+                        _pick(concrete.feed_names, feed), _pick(concrete.fetch_names, fetch),
+                        concrete.runner.captured)
 
 
 def _static(function) -> StaticFunction:

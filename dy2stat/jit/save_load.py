@@ -71,8 +71,8 @@ def save(layer_or_function, path: str, input_spec=None) -> None:
     finally:
         if layer is not None and was_training:
             layer.train()
-    runner = concrete.runner
-    write(path, concrete.main_program, runner.feed_names, runner.fetch_names, runner.captured)
+    write(path, concrete.main_program, concrete.feed_names, concrete.fetch_names,
+          concrete.runner.captured)
 
 
 def write(path: str, program, feed_names, fetch_names, captured: dict) -> None:

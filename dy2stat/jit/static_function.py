@@ -1,46 +1,108 @@
 """``StaticFunction``: a converted function, traced once per input signature.
 
-Each call builds a cache key from its inputs (tensor shapes and dtypes under
-the ``input_spec``, Python argument values, the layer's train/eval mode);
-the first call with a key converts the function's source, traces it into a
-static program and compiles it; every call then runs the compiled program.
+Each call binds its arguments to the function's parameters and describes them as a cache
+key (``arguments``: shapes and dtypes of the tensors and arrays it feeds, values of Python
+arguments) together with the layer's train/eval mode. Under one key the cache keeps the
+programs traced for it, each with the guards of what its trace read (``guards``): the
+first whose guards hold runs. When none does, the call converts the function's source (once),
+traces it into a new static program and compiles it; the retrace log says why (an argument
+or a value read changed). After every run the trace's writes -- buffers, attributes,
+globals it set -- are made again with the run's values (``trace_record.Effects``).
+
+Tracing state is per thread (``dy2stat.mode``); a lock makes one thread at a time trace a
+given function, while other threads keep running the programs already cached.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
+import operator
+import threading
 import types
 import weakref
 
-import numpy as np
-
-from dy2stat.jit import settings
+from dy2stat.jit import arguments, settings
 from dy2stat.jit.program_runner import ProgramRunner
+from dy2stat.jit.trace_record import TraceRecord, recording
 from dy2stat.mode import state
 from dy2stat.runtime.ir import Program
 from dy2stat.static import framework, nest
 from dy2stat.static.builder import captured_tensors
-from dy2stat.static.input_spec import InputSpec
 from dy2stat.static.variable import Variable
-from dy2stat.tensor import Tensor
 
 log = logging.getLogger("dy2stat")
 
 
 class ConcreteProgram:
-    """One traced program: its inputs, outputs and the runner that executes it."""
+    """One traced program: its inputs, outputs, runner, and what its trace assumed."""
 
-    def __init__(self, program: Program, inputs: list, outputs, runner: ProgramRunner):
+    def __init__(self, program: Program, inputs: list, outputs, runner: ProgramRunner,
+                 n_outputs: int, guards, effects, identities: list):
         self.main_program = program
         self.inputs = inputs  # data Variables, in flattened-argument order
         self.outputs = outputs  # the output structure with Variables (or Python values)
         self.runner = runner
+        self.n_outputs = n_outputs  # the runner's first fetches; the effects' come after
+        self.guards = guards  # what the trace read (dy2stat.jit.guards.Guards)
+        self.effects = effects  # what it wrote (dy2stat.jit.trace_record.Effects)
+        self.identities = identities  # argument objects the program is specific to
 
     @property
     def parameters(self) -> list:
         return list(self.runner.captured.values())
+
+    @property
+    def feed_names(self) -> list[str]:
+        return self.runner.feed_names
+
+    @property
+    def fetch_names(self) -> list[str]:
+        """The fetches that are the function's outputs."""
+        return self.runner.fetch_names[:self.n_outputs]
+
+    def valid_for(self, identities: list) -> bool:
+        return (len(identities) == len(self.identities)
+                and all(map(operator.is_, identities, self.identities))
+                and self.guards.hold())
+
+
+class ProgramCache:
+    """The programs a StaticFunction traced, by cache key (``StaticFunction.program_cache``)."""
+
+    def __init__(self):
+        self._programs: dict = {}  # key -> [ConcreteProgram], most recent last
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._programs.values())
+
+    def __bool__(self) -> bool:
+        return bool(self._programs)
+
+    def __contains__(self, key) -> bool:
+        return key in self._programs
+
+    def keys(self) -> list:
+        return list(self._programs)
+
+    def concrete_programs(self) -> list[ConcreteProgram]:
+        return [c for v in self._programs.values() for c in v]
+
+    def find(self, key, identities: list) -> ConcreteProgram | None:
+        """The program for ``key`` whose guards hold now, if any."""
+        for concrete in self._programs.get(key, ()):
+            if concrete.valid_for(identities):
+                return concrete
+        return None
+
+    def under(self, key) -> list[ConcreteProgram]:
+        return list(self._programs.get(key, ()))
+
+    def add(self, key, concrete: ConcreteProgram) -> None:
+        self._programs.setdefault(key, []).append(concrete)
+
+    def clear(self) -> None:
+        self._programs.clear()
 
 
 class StaticFunction:
@@ -50,11 +112,13 @@ class StaticFunction:
         self._function = function
         self._convert_source = convert_source
         self._instance = instance
-        self._input_spec = _as_specs(input_spec)
-        self._cache: dict = {}
-        self._last_key = None
+        self._input_spec = arguments.as_specs(input_spec)
+        self._signature = None  # arguments.Signature, made at the first call
+        self.program_cache = ProgramCache()
+        self._lock = threading.RLock()  # one trace at a time
+        self._local = threading.local()  # per thread: the key of its latest call
         self._bound: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self._param_names = None  # the function's parameter names (computed once)
+        self._warned_limit = False
         functools.update_wrapper(self, function)
 
     # ---------------------------------------------------------- descriptor
@@ -80,16 +144,22 @@ class StaticFunction:
             if self._instance is not None:
                 return function(self._instance, *args, **kwargs)
             return function(*args, **kwargs)
-        key, tensors = self._key(args, kwargs)
-        concrete = self._cache.get(key)
+        bound = self._bind(args, kwargs)
+        described = arguments.Arguments(self.__name__, bound, self._input_spec)
+        key = (described.key, getattr(self._instance, "training", None))
+        concrete = self.program_cache.find(key, described.identities)
         if concrete is None:
-            if self._last_key is not None:
-                settings.log_retrace(self.__name__, self._last_key, key)
-            concrete = self._trace(args, kwargs)
-            self._cache[key] = concrete
-        self._last_key = key
+            concrete = self._trace_for(key, bound, described)
+            if concrete is None:  # over the cache size limit: run as written
+                return self._call_eagerly(args, kwargs)
+        self._local.last_key = key
         settings.state.last_function = self
-        outs = concrete.runner([t if isinstance(t, Tensor) else t for t in tensors])
+        return self._run(concrete, described.feeds)
+
+    def _run(self, concrete: ConcreteProgram, feeds: list):
+        outs = concrete.runner(feeds)
+        if concrete.effects:
+            concrete.effects.apply(outs[concrete.n_outputs:])
         leaves = iter(outs)
         return nest.pack_as(concrete.outputs, [
             next(leaves) if isinstance(v, Variable) else v for v in nest.flatten(concrete.outputs)])
@@ -99,102 +169,77 @@ class StaticFunction:
             return self._function(self._instance, *args, **kwargs)
         return self._function(*args, **kwargs)
 
+    def _bind(self, args, kwargs) -> list:
+        if self._signature is None:
+            self._signature = arguments.Signature(self._function, self._instance is not None)
+        return self._signature.bind(args, kwargs)
+
     # -------------------------------------------------------------- caching
-    def _key(self, args, kwargs):
-        """(key, flat tensors): specs of the tensors, values of everything else."""
-        names = self._argument_names(len(args))
-        parts, tensors = [], []
-        for i, (name, value) in enumerate(zip(names, args)):
-            spec = self._input_spec[i] if i < len(self._input_spec) else None
-            parts.append((name, self._describe(name, value, spec, tensors)))
-        for name in sorted(kwargs):
-            parts.append((name, self._describe(name, kwargs[name], None, tensors)))
-        training = getattr(self._instance, "training", None)
-        return (tuple(parts), training, _hook_ids(self._instance)), tensors
+    def _trace_for(self, key, bound, described) -> ConcreteProgram | None:
+        """Trace for ``key`` (unless another thread just did); None past the size limit."""
+        with self._lock:
+            concrete = self.program_cache.find(key, described.identities)
+            if concrete is not None:
+                return concrete
+            reasons = self._retrace_reasons(key)
+            if len(self.program_cache) >= settings.state.cache_size_limit:
+                self._warn_limit(reasons)
+                return None
+            if reasons is not None:
+                settings.log_retrace(self.__name__, reasons)
+            concrete = self._trace(bound, described, self._input_spec)
+            self.program_cache.add(key, concrete)
+            return concrete
 
-    def _describe(self, name, value, spec, tensors):
-        if isinstance(value, Tensor):
-            if spec is not None:
-                problem = spec.matches(value.shape, value.dtype)
-                if problem:
-                    raise ValueError(
-                        f"{self.__name__}: argument {name!r} contradicts its input_spec: {problem}")
-                tensors.append(value)
-                return ("tensor", spec.shape, spec.dtype)
-            tensors.append(value)
-            data = value._data
-            return ("tensor", data.shape, data.dtype)
-        if isinstance(value, (list, tuple)):
-            return (type(value).__name__, tuple(
-                self._describe(f"{name}[{i}]", v, None, tensors) for i, v in enumerate(value)))
-        if isinstance(value, dict):
-            return ("dict", tuple((k, self._describe(f"{name}[{k!r}]", value[k], None, tensors))
-                                  for k in sorted(value)))
-        try:
-            hash(value)
-            return ("value", value)
-        except TypeError:
-            return ("object", id(value))
+    def _retrace_reasons(self, key) -> list[str] | None:
+        """Why a call with ``key`` traces again (None: the first trace)."""
+        if not self.program_cache:
+            return None
+        earlier = self.program_cache.under(key)
+        if earlier:  # the program that missed by the fewest changes explains it best
+            changes = min((c.guards.changes() for c in earlier), key=len)
+            return changes or ["a value the trace read changed"]
+        last = getattr(self._local, "last_key", None)
+        if last is None:
+            last = self.program_cache.keys()[-1]
+        return settings.key_changes(last, key, self._signature.names)
 
-    def _argument_names(self, count):
-        params = self._param_names
-        if params is None:
-            try:
-                params = list(inspect.signature(self._function).parameters)
-            except (TypeError, ValueError):
-                params = []
-            if self._instance is not None and params:
-                params = params[1:]
-            self._param_names = params
-        if count <= len(params):
-            return params[:count]
-        return params + [f"arg{i}" for i in range(len(params), count)]
+    def _warn_limit(self, reasons) -> None:
+        if self._warned_limit:
+            return
+        self._warned_limit = True
+        why = "; ".join(reasons or []) or "new input signatures"
+        log.warning(
+            "%s has traced %d programs (the cache size limit): calls that need another "
+            "run as written, eagerly. What keeps changing: %s. Give changing tensor dims "
+            "as None in an input_spec, or pass changing Python values as tensors "
+            "(d2s.jit.set_cache_size_limit raises the limit)",
+            self.__name__, len(self.program_cache), why)
 
     # -------------------------------------------------------------- tracing
-    def _trace(self, args, kwargs) -> ConcreteProgram:
+    def _trace(self, bound, described, specs) -> ConcreteProgram:
         converted = (settings.convert(self._function) if self._convert_source
                      else self._function)
         program = Program()
-        names = self._argument_names(len(args))
-        inputs: list = []
+        record = TraceRecord(self._instance, bound)
         with framework.program_guard(program, Program()), framework.static_guard(True):
-            static_args = [self._placeholder(program, n, a, inputs, i)
-                           for i, (n, a) in enumerate(zip(names, args))]
-            static_kwargs = {k: self._placeholder(program, k, v, inputs, None)
-                             for k, v in kwargs.items()}
-            if self._instance is not None:
-                outputs = converted(self._instance, *static_args, **static_kwargs)
-            else:
-                outputs = converted(*static_args, **static_kwargs)
+            static_bound, inputs = arguments.placeholders(program, bound, specs)
+            call_args, call_kwargs = self._signature.call_arguments(static_bound)
+            try:
+                with recording(record):
+                    if self._instance is not None:
+                        outputs = converted(self._instance, *call_args, **call_kwargs)
+                    else:
+                        outputs = converted(*call_args, **call_kwargs)
+            finally:
+                written = record.undo()
+        guards, effects = record.conclude(written)
         fetches = [v.name for v in nest.flatten(outputs) if isinstance(v, Variable)]
-        runner = ProgramRunner(program, [v.name for v in inputs], fetches,
+        runner = ProgramRunner(program, [v.name for v in inputs], fetches + effects.fetches,
                                dict(captured_tensors(program)))
         settings.dump_program(self.__name__, program)
-        return ConcreteProgram(program, inputs, outputs, runner)
-
-    def _placeholder(self, program, name, value, inputs, index):
-        if isinstance(value, Tensor):
-            spec = None
-            if index is not None and index < len(self._input_spec):
-                spec = self._input_spec[index]
-            shape = spec.shape if spec is not None else value.shape
-            block = program.global_block()
-            wanted = spec.name if spec is not None and spec.name else name
-            var = block.create_var(
-                shape, value.dtype,
-                name=wanted if wanted not in block.vars else program.unique_name(wanted),
-                is_data=True, stop_gradient=value.stop_gradient)
-            placeholder = Variable(program.global_block(), var.name)
-            inputs.append(placeholder)
-            return placeholder
-        if isinstance(value, (list, tuple)):
-            items = [self._placeholder(program, f"{name}_{i}", v, inputs, None)
-                     for i, v in enumerate(value)]
-            return type(value)(items) if not hasattr(value, "_fields") else type(value)(*items)
-        if isinstance(value, dict):
-            return {k: self._placeholder(program, f"{name}_{k}", v, inputs, None)
-                    for k, v in value.items()}
-        return value
+        return ConcreteProgram(program, inputs, outputs, runner, len(fetches), guards,
+                               effects, described.identities)
 
     # ------------------------------------------------------------ inspection
     @property
@@ -209,36 +254,53 @@ class StaticFunction:
 
     @property
     def concrete_program(self) -> ConcreteProgram:
-        if self._last_key is None:
+        """The program of this thread's latest call (traced from the input_spec if none)."""
+        key = getattr(self._local, "last_key", None)
+        if key is None or key not in self.program_cache:
             if not self._input_spec:
                 raise RuntimeError(
                     f"{self.__name__} has not been called yet and has no input_spec: "
                     "call it once, or pass input_spec to to_static")
-            self._trace_from_specs()
-        return self._cache[self._last_key]
+            return self._trace_from_specs(self._input_spec)
+        return self.program_cache.under(key)[-1]
 
     @property
     def main_program(self) -> Program:
         return self.concrete_program.main_program
 
+    def get_concrete_program(self, *args, **kwargs) -> ConcreteProgram:
+        """The program for these arguments (InputSpecs stand for tensors), traced if
+        needed but not run."""
+        if not args and not kwargs:
+            return self.concrete_program_for_specs()
+        bound = self._bind(args, kwargs)
+        specs = [v if arguments.has_spec(v) else
+                 (self._input_spec[i] if i < len(self._input_spec) else None)
+                 for i, (_, v) in enumerate(bound)]
+        bound = [(n, arguments.example_value(v)) for n, v in bound]
+        return self._concrete_for(bound, specs)
+
     def concrete_program_for_specs(self, input_spec=None) -> ConcreteProgram:
         """Trace (or reuse) the program for ``input_spec`` without running it."""
-        specs = _as_specs(input_spec) or self._input_spec
+        specs = arguments.as_specs(input_spec) or self._input_spec
         if not specs:
             return self.concrete_program
-        saved, self._input_spec = self._input_spec, specs
-        try:
-            return self._trace_from_specs()
-        finally:
-            self._input_spec = saved
+        return self._trace_from_specs(specs)
 
-    def _trace_from_specs(self) -> ConcreteProgram:
-        dummies = [Tensor(_zeros(spec)) for spec in self._input_spec]
-        key, _ = self._key(dummies, {})
-        if key not in self._cache:
-            self._cache[key] = self._trace(dummies, {})
-        self._last_key = key
-        return self._cache[key]
+    def _trace_from_specs(self, specs) -> ConcreteProgram:
+        examples = [arguments.example_value(s) for s in specs]
+        return self._concrete_for(self._bind(tuple(examples), {}), specs)
+
+    def _concrete_for(self, bound, specs) -> ConcreteProgram:
+        described = arguments.Arguments(self.__name__, bound, specs)
+        key = (described.key, getattr(self._instance, "training", None))
+        with self._lock:
+            concrete = self.program_cache.find(key, described.identities)
+            if concrete is None:
+                concrete = self._trace(bound, described, specs)
+                self.program_cache.add(key, concrete)
+        self._local.last_key = key
+        return concrete
 
     def rollback(self):
         """Back to the eager function: undo to_static and return the original."""
@@ -250,44 +312,3 @@ class StaticFunction:
 
     def __repr__(self) -> str:
         return f"<StaticFunction {self.__name__}>"
-
-
-def _as_specs(input_spec) -> list:
-    if input_spec is None:
-        return []
-    specs = []
-    for s in input_spec:
-        if isinstance(s, InputSpec):
-            specs.append(s)
-        elif isinstance(s, Tensor):
-            specs.append(InputSpec.from_tensor(s))
-        else:
-            raise TypeError(f"input_spec items must be InputSpec or Tensor, not {type(s).__name__}")
-    return specs
-
-
-def _hook_ids(layer) -> tuple:
-    """The ids of the forward hooks registered on the sublayers of ``layer``.
-
-    Hooks of sublayers run inside the traced program, so registering or removing
-    one must retrace. (The layer's own hooks run around the call, outside it.)
-    """
-    sub_layers = getattr(layer, "_sub_layers", None)
-    if not sub_layers:
-        return ()
-    ids, seen, stack = [], set(), list(sub_layers.values())
-    while stack:
-        sub = stack.pop()
-        if sub is None or id(sub) in seen:
-            continue
-        seen.add(id(sub))
-        if sub._forward_pre_hooks:
-            ids.extend(sub._forward_pre_hooks)
-        if sub._forward_post_hooks:
-            ids.extend(-1 - i for i in sub._forward_post_hooks)
-        stack.extend(sub._sub_layers.values())
-    return tuple(ids)
-
-
-def _zeros(spec: InputSpec):
-    return np.zeros([1 if d == -1 else d for d in spec.shape], dtype=spec.dtype)

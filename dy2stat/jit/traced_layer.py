@@ -40,10 +40,10 @@ class TracedLayer:
 
     def save_inference_model(self, path: str, feed=None, fetch=None) -> None:
         """Save like ``jit.save``; ``feed``/``fetch`` pick inputs/outputs by index."""
-        runner = self._concrete.runner
-        feeds = _pick(runner.feed_names, feed)
-        fetches = _pick(runner.fetch_names, fetch)
-        save_load.write(path, self._concrete.main_program, feeds, fetches, runner.captured)
+        concrete = self._concrete
+        feeds = _pick(concrete.feed_names, feed)
+        fetches = _pick(concrete.fetch_names, fetch)
+        save_load.write(path, concrete.main_program, feeds, fetches, concrete.runner.captured)
 
 
 def _pick(names, indices):

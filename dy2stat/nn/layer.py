@@ -18,6 +18,7 @@ import numpy as np
 
 from dy2stat import device
 from dy2stat.autograd import no_grad
+from dy2stat.mode import state as _mode
 from dy2stat.nn import static_mode
 from dy2stat.nn.initializer import Constant, XavierUniform
 from dy2stat.nn.parameter import ParamAttr, Parameter
@@ -25,6 +26,16 @@ from dy2stat.runtime import dtypes
 from dy2stat.tensor import Tensor
 
 _name_counts: collections.Counter = collections.Counter()
+
+
+class _Changes:
+    """How many times any Layer's attributes, parameters, sublayers or buffers were set:
+    the guards of converted code check Layer attributes again only after this moved."""
+
+    count = 0
+
+
+changes = _Changes()
 
 
 def unique_name(prefix: str) -> str:
@@ -59,6 +70,7 @@ class HookRemoveHelper:
         self._id = next(HookRemoveHelper._ids)
 
     def remove(self) -> None:
+        changes.count += 1
         self._hooks.pop(self._id, None)
 
 
@@ -99,6 +111,7 @@ class Layer:
     def register_forward_pre_hook(self, hook: Callable) -> HookRemoveHelper:
         """``hook(layer, inputs)`` runs before forward; a non-None result replaces the
         inputs (a single value is taken as the only input)."""
+        changes.count += 1
         handle = HookRemoveHelper(self._forward_pre_hooks)
         self._forward_pre_hooks[handle._id] = hook
         return handle
@@ -106,6 +119,7 @@ class Layer:
     def register_forward_post_hook(self, hook: Callable) -> HookRemoveHelper:
         """``hook(layer, inputs, outputs)`` runs after forward; a non-None result
         replaces the outputs."""
+        changes.count += 1
         handle = HookRemoveHelper(self._forward_post_hooks)
         self._forward_post_hooks[handle._id] = hook
         return handle
@@ -162,6 +176,7 @@ class Layer:
             )
 
     def _forget(self, name: str) -> None:
+        changes.count += 1
         self.__dict__.pop(name, None)
         for store in (self._parameters, self._sub_layers, self._buffers):
             store.pop(name, None)
@@ -220,6 +235,10 @@ class Layer:
             self._non_persistable_buffer_names.add(name)
 
     def __setattr__(self, name: str, value) -> None:
+        changes.count += 1
+        recorder = _mode.recorder
+        if recorder is not None:  # a converted forward sets it: a write of the trace
+            recorder.wrote_attr(self, name)
         state = self.__dict__
         params = state.get("_parameters")
         buffers = state.get("_buffers", {})
@@ -259,6 +278,7 @@ class Layer:
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     def __delattr__(self, name: str) -> None:
+        changes.count += 1
         if name in self._parameters or name in self._sub_layers or name in self._buffers:
             self._forget(name)
         else:

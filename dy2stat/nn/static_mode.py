@@ -12,7 +12,7 @@ from dy2stat import device
 from dy2stat.mode import state
 from dy2stat.runtime.ir import Operator
 from dy2stat.static import framework
-from dy2stat.static.builder import capture
+from dy2stat.static.builder import write_tensor
 from dy2stat.static.executor import global_scope
 from dy2stat.static.variable import Variable
 
@@ -46,9 +46,11 @@ def assign_to(target, value) -> None:
     the latter is captured as a persistable variable of the same name, and the
     runner of the converted program copies that variable back into the tensor.
     """
-    name = target.name if getattr(target, "is_static", False) else capture(target).name
+    if not getattr(target, "is_static", False):
+        write_tensor(target, value)
+        return
     block = framework.current_block()
-    block.append_op(Operator("assign", {"X": [value.name]}, {"Out": [name]}, {}))
+    block.append_op(Operator("assign", {"X": [value.name]}, {"Out": [target.name]}, {}))
 
 
 def set_value(target, value) -> None:

@@ -2,11 +2,13 @@
 
 from dy2stat import dispatch as _dispatch
 from dy2stat import methods as _methods
+from dy2stat import tensor as _tensor
 from dy2stat.runtime.ir import Program
 from dy2stat.static import framework as _framework
 from dy2stat.static import nn
 from dy2stat.static.backward import append_backward, gradients
 from dy2stat.static.builder import static_apply as _static_apply
+from dy2stat.static.builder import write_tensor as _write_tensor
 from dy2stat.static.executor import Executor, global_scope
 from dy2stat.static.framework import (
     default_main_program,
@@ -22,6 +24,7 @@ from dy2stat.static.variable import Variable
 
 _methods.install(Variable)
 _dispatch.static_apply = _static_apply
+_tensor.static_write = _write_tensor
 
 
 def create_parameter(shape, dtype="float32", name=None, initializer=None) -> Variable:

@@ -10,7 +10,7 @@ import weakref
 import numpy as np
 
 from dy2stat.runtime import build
-from dy2stat.runtime.ir import Block, Var
+from dy2stat.runtime.ir import Block, Operator, Var
 from dy2stat.static import framework
 from dy2stat.static.variable import Variable
 from dy2stat.tensor import Tensor
@@ -78,6 +78,15 @@ def capture(tensor: Tensor) -> Var:
     )
     captured[name] = tensor
     return var
+
+
+def write_tensor(tensor: Tensor, value: Variable) -> None:
+    """When the program runs, write ``value`` into the eager ``tensor`` (captured as a
+    persistable variable: the runner of a converted program copies it back)."""
+    name = capture(tensor).name
+    block = framework.current_block()
+    block.append_op(Operator("assign", {"X": [value.name]}, {"Out": [name]}, {}))
+    block.ops[-1].origin = user_location()
 
 
 _CAPTURED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

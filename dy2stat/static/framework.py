@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 
 from dy2stat.mode import state
 from dy2stat.runtime.ir import Block, Operator, Program
 
 
-class _Defaults:
-    main = Program()
-    startup = Program()
-    # Blocks being built (innermost last): control flow pushes its sub-blocks.
-    blocks: list[Block] = []
+class _Defaults(threading.local):
+    """The default programs and the blocks being built, one set per thread (static mode
+    is per thread too: a program built in one thread is not appended to by another)."""
+
+    def __init__(self):
+        self.main = Program()
+        self.startup = Program()
+        # Blocks being built (innermost last): control flow pushes its sub-blocks.
+        self.blocks: list[Block] = []
 
 
 defaults = _Defaults()

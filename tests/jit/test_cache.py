@@ -26,7 +26,7 @@ def test_same_shapes_do_not_retrace():
     for seed in range(3):
         x = tensor([2, 3], seed=seed)
         np.testing.assert_allclose(f(x).numpy(), (x + 1).numpy(), rtol=1e-6)
-    assert traces == [[2, 3]] and len(f._cache) == 1
+    assert traces == [[2, 3]] and len(f.program_cache) == 1
 
 
 def test_a_new_shape_retraces_and_logs_which_argument_changed(caplog):
@@ -37,7 +37,7 @@ def test_a_new_shape_retraces_and_logs_which_argument_changed(caplog):
     f(tensor([2, 3]))
     assert not [r for r in caplog.records if "retracing" in r.getMessage()]
     f(tensor([4, 3]))
-    assert traces == [[2, 3], [4, 3]] and len(f._cache) == 2
+    assert traces == [[2, 3], [4, 3]] and len(f.program_cache) == 2
     (record,) = [r for r in caplog.records if "retracing" in r.getMessage()]
     assert record.name == "dy2stat"
     message = record.getMessage()
@@ -66,7 +66,7 @@ def test_input_spec_with_a_none_dim_serves_every_batch_size():
     for batch in (2, 5, 1):
         x = tensor([batch, 4], seed=batch)
         np.testing.assert_allclose(f(x).numpy(), x.numpy().sum(1) * 2, rtol=1e-5)
-    assert len(traces) == 1 and len(f._cache) == 1
+    assert len(traces) == 1 and len(f.program_cache) == 1
     assert f.concrete_program.inputs[0].shape == [-1, 4]
 
 
@@ -89,7 +89,7 @@ def test_a_call_contradicting_the_input_spec_is_an_error_naming_the_argument(sha
     net(tensor([3, 4]))
     with pytest.raises(ValueError, match=f"'features'.*{what}"):
         net(tensor(shape, dtype=dtype))
-    assert len(net.forward._cache) == 1  # no silent retrace
+    assert len(net.forward.program_cache) == 1  # no silent retrace
 
 
 def test_python_argument_values_are_part_of_the_key():
@@ -98,7 +98,7 @@ def test_python_argument_values_are_part_of_the_key():
     x = tensor([3])
     for scale in (2.0, 3.0, 2.0, 3.0):
         np.testing.assert_allclose(f(x, scale).numpy(), (x * scale + 1).numpy(), rtol=1e-6)
-    assert len(traces) == 2 and len(f._cache) == 2
+    assert len(traces) == 2 and len(f.program_cache) == 2
 
 
 def test_python_flags_pick_programs():
@@ -144,8 +144,8 @@ def test_train_and_eval_use_different_programs(caplog):
         np.testing.assert_allclose(net(x).numpy(), reference, rtol=1e-6)  # identity
         assert net.forward.main_program is not train_program
         assert "dropout" not in op_types(net.forward.main_program)
-        assert len(net.forward._cache) == 2
+        assert len(net.forward.program_cache) == 2
         assert any("train/eval" in r.getMessage() for r in caplog.records)
         net.train()
         assert not np.array_equal(net(x).numpy(), reference)
-        assert len(net.forward._cache) == 2
+        assert len(net.forward.program_cache) == 2

@@ -18,7 +18,7 @@ def test_creation_and_reshape_with_an_unknown_batch_dim():
         flat, ones = f(d2s.to_tensor(x))
         np.testing.assert_array_equal(flat.numpy(), x.reshape(batch, 6))
         assert ones.shape == [batch, 1]
-    assert len(f._cache) == 1
+    assert len(f.program_cache) == 1
 
 
 def test_to_tensor_inside_converted_code_is_a_constant():

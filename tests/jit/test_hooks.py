@@ -51,13 +51,13 @@ def test_sublayer_hooks_change_the_converted_program_and_stop_after_remove(caplo
     assert not np.allclose(hooked, plain)
     np.testing.assert_allclose(converted(x).numpy(), hooked, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(converted(x).numpy(), hooked, rtol=1e-5, atol=1e-5)  # cached
-    assert len(converted.forward._cache) == 2
+    assert len(converted.forward.program_cache) == 2
     assert any("hooks" in r.getMessage() for r in caplog.records)  # the retrace says why
 
     for handle in handles:
         handle.remove()
     np.testing.assert_allclose(converted(x).numpy(), plain, rtol=1e-5, atol=1e-6)
-    assert len(converted.forward._cache) == 2  # the hook-free program again
+    assert len(converted.forward.program_cache) == 2  # the hook-free program again
 
 
 def test_a_pre_hook_may_return_a_single_value():

@@ -29,7 +29,7 @@ def test_function_matches_eager_on_both_branches():
     for sign in (1.0, -1.0):
         x = d2s.to_tensor(np.full((2, 3), sign, "float32"))
         np.testing.assert_allclose(sf(x).numpy(), branchy(x).numpy())
-    assert len(sf._cache) == 1  # one program takes both branches
+    assert len(sf.program_cache) == 1  # one program takes both branches
 
 
 def test_main_program_has_cond_and_while_for_tensor_control_flow():
@@ -100,7 +100,7 @@ def test_decorating_forward_in_the_class():
         expected = h * 2 if float(h.sum()) > 0 else h
         np.testing.assert_allclose(net(x).numpy(), expected.numpy(), rtol=1e-6)
     assert "cond" in op_types(a.forward.main_program)
-    assert len(a.forward._cache) == len(b.forward._cache) == 1
+    assert len(a.forward.program_cache) == len(b.forward.program_cache) == 1
 
 
 def test_to_static_on_a_layer_converts_in_place_and_returns_it():
@@ -185,13 +185,13 @@ def test_enable_to_static_false_runs_everything_eagerly():
     jit.enable_to_static(False)
     f(x)
     f(x)
-    assert calls == ["Tensor", "Tensor"] and f._cache == {}
+    assert calls == ["Tensor", "Tensor"] and len(f.program_cache) == 0
     net(x)
-    assert net.forward._cache == {}
+    assert len(net.forward.program_cache) == 0
     jit.enable_to_static(True)
     f(x)
     f(x)
-    assert calls[2:] == ["Variable"] and len(f._cache) == 1
+    assert calls[2:] == ["Variable"] and len(f.program_cache) == 1
 
 
 def test_declarative_and_full_graph_are_accepted():
@@ -214,7 +214,7 @@ def test_a_converted_layer_called_inside_another_converted_function_is_inlined()
     x = tensor([3, 4])
     np.testing.assert_allclose(outer(x).numpy(), (eager(x) * 2).numpy(), rtol=1e-5, atol=1e-6)
     assert "cond" in op_types(outer.main_program)  # inner's control flow is in outer's program
-    assert inner.forward._cache == {}
+    assert len(inner.forward.program_cache) == 0
 
 
 def test_not_to_static_on_a_bound_method():

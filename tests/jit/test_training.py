@@ -37,7 +37,7 @@ def train_lenet(images, convert: bool) -> np.ndarray:
         opt.clear_grad()
         losses.append(float(loss))
     if convert:
-        assert len(net.forward._cache) == 1
+        assert len(net.forward.program_cache) == 1
     return np.array(losses)
 
 
@@ -100,7 +100,7 @@ def test_parameters_stay_the_layers_own_tensors():
     net.fc2.bias.set_value(np.full([3], 7.0, "float32"))  # so is a direct assignment
     copy_weights(net, eager)
     np.testing.assert_allclose(net(x).numpy(), eager(x).numpy(), rtol=1e-5, atol=1e-6)
-    assert len(net.forward._cache) == 1
+    assert len(net.forward.program_cache) == 1
 
 
 def test_no_grad_runs_the_forward_only():
@@ -134,7 +134,7 @@ def test_lstm_lm_program_has_a_while_loop_and_matches_eager_at_any_length(lm_dat
     for length in (long, short, long):
         np.testing.assert_allclose(float(converted(ids, length)), float(eager(ids, length)),
                                    rtol=1e-5)
-    assert len(converted.forward._cache) == 1  # the length is data, not part of the key
+    assert len(converted.forward.program_cache) == 1  # the length is data, not part of the key
     assert op_types(converted.forward.main_program).count("while") == 1
 
 
@@ -181,7 +181,7 @@ def test_freezing_and_unfreezing_parameters_between_calls():
     net.fc2.bias.stop_gradient = True
     net(x).sum().backward()
     assert net.fc2.bias.grad is None and net.fc1.weight.grad is not None
-    assert len(net.forward._cache) == 1
+    assert len(net.forward.program_cache) == 1
 
 
 def test_no_gradient_is_computed_for_inputs_that_do_not_need_one():

@@ -6,6 +6,7 @@ calls; the fence runs before anything changes.
 """
 
 from dy2stat.dy2static.passes import (
+    attribute_reads,
     break_continue,
     builtin_calls,
     call_trees,
@@ -33,6 +34,9 @@ PASSES = (
     # if/while/for -> convert_ifelse/convert_while_loop/convert_for_loop with closures;
     # reads the liveness and reaching-definitions annotations (it runs the analyses).
     control_flow,
+    # self.threshold -> read_attr(self, 'threshold'): what a trace reads is recorded;
+    # private names mangled as in the class body.
+    attribute_reads,
     # f(x) -> convert_call(f)(x): user functions and Layers are converted when called.
     call_trees,
     # Bind every name a generated body declares nonlocal.
