@@ -199,7 +199,7 @@ class Guards:
             if not check.holds():
                 return False
         count = layer_module.changes.count
-        if count != self._layer_changes:
+        if count != self._layer_changes and self._layers:
             for check in self._layers:
                 if not check.holds():
                     return False

@@ -47,6 +47,7 @@ class ConcreteProgram:
         self.guards = guards  # what the trace read (dy2stat.jit.guards.Guards)
         self.effects = effects  # what it wrote (dy2stat.jit.trace_record.Effects)
         self.identities = identities  # argument objects the program is specific to
+        self.pack = _packer(outputs)  # the run's output tensors -> the output structure
 
     @property
     def parameters(self) -> list:
@@ -62,9 +63,25 @@ class ConcreteProgram:
         return self.runner.fetch_names[:self.n_outputs]
 
     def valid_for(self, identities: list) -> bool:
-        return (len(identities) == len(self.identities)
-                and all(map(operator.is_, identities, self.identities))
-                and self.guards.hold())
+        if identities or self.identities:
+            if len(identities) != len(self.identities) or not all(
+                    map(operator.is_, identities, self.identities)):
+                return False
+        return self.guards.hold()
+
+
+def _packer(outputs):
+    """A function of the fetched tensors giving what the function returns."""
+    if isinstance(outputs, Variable):
+        return operator.itemgetter(0)
+    flat = nest.flatten(outputs)
+
+    def pack(outs):
+        leaves = iter(outs)
+        return nest.pack_as(outputs, [next(leaves) if isinstance(v, Variable) else v
+                                      for v in flat])
+
+    return pack
 
 
 class ProgramCache:
@@ -160,9 +177,7 @@ class StaticFunction:
         outs = concrete.runner(feeds)
         if concrete.effects:
             concrete.effects.apply(outs[concrete.n_outputs:])
-        leaves = iter(outs)
-        return nest.pack_as(concrete.outputs, [
-            next(leaves) if isinstance(v, Variable) else v for v in nest.flatten(concrete.outputs)])
+        return concrete.pack(outs)
 
     def _call_eagerly(self, args, kwargs):
         if self._instance is not None:
