@@ -1,0 +1,136 @@
+"""Converted code keeps the eager code's semantics.
+
+Each test runs a function eagerly and converted (``d2s.jit.to_static``) on the same inputs
+and compares what comes out: values, dtypes, ``stop_gradient``, and the gradients of the
+float inputs that need one.
+"""
+
+import contextlib
+
+import numpy as np
+import pytest
+
+import dy2stat as d2s
+from dy2stat.static import nest
+
+
+def _leaf_copies(args):
+    """Fresh leaves for each run, so that each run's gradients are its own."""
+    out = []
+    for a in args:
+        if isinstance(a, d2s.Tensor):
+            c = d2s.to_tensor(a.numpy(), dtype=str(a.dtype), stop_gradient=a.stop_gradient)
+            out.append(c)
+        else:
+            out.append(a)
+    return out
+
+
+def _describe(value):
+    if isinstance(value, d2s.Tensor):
+        return ("tensor", str(value.dtype), value.stop_gradient)
+    return (type(value).__name__,)
+
+
+def check(fn, *args, converted=None):
+    """The converted `fn` gives what `fn` gives: values, dtypes, stop_gradient, gradients."""
+    converted = converted if converted is not None else d2s.jit.to_static(fn)
+    eager_args, static_args = _leaf_copies(args), _leaf_copies(args)
+    expected, actual = fn(*eager_args), converted(*static_args)
+    flat_e, flat_a = nest.flatten(expected), nest.flatten(actual)
+    assert [_describe(v) for v in flat_a] == [_describe(v) for v in flat_e]
+    for e, a in zip(flat_e, flat_a):
+        if isinstance(e, d2s.Tensor):
+            np.testing.assert_allclose(a.numpy(), e.numpy(), rtol=1e-6)
+        else:
+            assert a == e
+    _check_gradients(flat_e, flat_a, eager_args, static_args)
+    return actual
+
+
+def _check_gradients(flat_e, flat_a, eager_args, static_args):
+    pairs = [(e, a) for e, a in zip(flat_e, flat_a)
+             if isinstance(e, d2s.Tensor) and not e.stop_gradient]
+    if not pairs:
+        return
+    rng = np.random.default_rng(0)
+    weights = [rng.standard_normal(e.shape).astype(str(e.dtype)) for e, _ in pairs]
+    sum(((e * d2s.to_tensor(w)).sum() for (e, _), w in zip(pairs, weights))).backward()
+    sum(((a * d2s.to_tensor(w)).sum() for (_, a), w in zip(pairs, weights))).backward()
+    for e, a in zip(eager_args, static_args):
+        if isinstance(e, d2s.Tensor) and not e.stop_gradient:
+            assert (a.grad is None) == (e.grad is None)
+            if e.grad is not None:
+                np.testing.assert_allclose(a.grad.numpy(), e.grad.numpy(), rtol=1e-5,
+                                           atol=1e-6)
+
+
+def tensor(values, dtype="float32", stop_gradient=False):
+    return d2s.to_tensor(np.asarray(values, dtype=dtype), stop_gradient=stop_gradient)
+
+
+# ------------------------------------------------------ return counts after its value
+
+
+def boom(x):
+    raise ValueError("boom")
+
+
+def checked_positive(x, shift):
+    if shift > 1:
+        raise ValueError("too far")
+    return x - shift
+
+
+def return_of_a_call_that_raises(x):
+    try:
+        return boom(x)
+    except ValueError:
+        pass
+    return x + 100
+
+
+def return_in_a_with_that_suppresses(x):
+    with contextlib.suppress(ValueError):
+        return boom(x)
+    return x * 3
+
+
+def return_in_a_loop_that_retries(x):
+    for shift in [3, 2, 1]:
+        try:
+            return checked_positive(x, shift)
+        except ValueError:
+            continue
+    return x
+
+
+def return_in_nested_try_finally(x):
+    cleanups = []
+    try:
+        try:
+            return boom(x)
+        finally:
+            cleanups.append("inner")
+    except ValueError:
+        cleanups.append("outer")
+    return x + len(cleanups)
+
+
+def return_in_a_tensor_branch_of_a_try(x):
+    try:
+        if x.sum() > 0:
+            return boom(x)
+        return x - 1
+    except ValueError:
+        pass
+    return x * 2
+
+
+@pytest.mark.parametrize("fn", [
+    return_of_a_call_that_raises, return_in_a_with_that_suppresses,
+    return_in_a_loop_that_retries, return_in_nested_try_finally,
+    return_in_a_tensor_branch_of_a_try,
+])
+def test_a_return_whose_value_raises_has_not_returned(fn):
+    check(fn, tensor([1.0, 2.0]))
