@@ -134,3 +134,75 @@ def return_in_a_tensor_branch_of_a_try(x):
 ])
 def test_a_return_whose_value_raises_has_not_returned(fn):
     check(fn, tensor([1.0, 2.0]))
+
+
+# ------------------------------------------- and/or short-circuit after a static operand
+
+
+def or_in_an_if(x, a=None):
+    if x.mean() > 1 or a is None or a > 1:
+        return x + 1
+    return x - 1
+
+
+def and_in_an_if(x, a=None):
+    if x.mean() > 1 and a is not None and a > 1:
+        return x + 1
+    return x - 1
+
+
+def not_of_an_and(x, a=None):
+    if not (x.mean() > 1 and a is not None and a.sum() > 1):
+        return x * 2
+    return x
+
+
+def chained_comparison_stops_at_a_false_python_result(x, a=None):
+    limit = 5
+    if x.mean() < 3 > limit < a:
+        return x + 1
+    return x - 1
+
+
+def or_in_a_conditional_expression(x, a=None):
+    return x + 1 if x.mean() > 1 or a is None or a > 1 else x - 1
+
+
+def or_as_a_plain_value(x, a=None):
+    keep = x.mean() > 1 or a is None or a > 1
+    return x * keep
+
+
+def and_in_a_while_test(x, a=None):
+    i = d2s.to_tensor(0.0)
+    while i < x.sum() and a is not None and a.sum() > i:
+        i = i + 1
+    return x + i
+
+
+def python_operand_that_decides_first(x, a=None):
+    if a is None or x.mean() > 1 or a > 1:
+        return x + 1
+    return x - 1
+
+
+SHORT_CIRCUITS = [or_in_an_if, and_in_an_if, not_of_an_and,
+                  chained_comparison_stops_at_a_false_python_result,
+                  or_in_a_conditional_expression, or_as_a_plain_value, and_in_a_while_test,
+                  python_operand_that_decides_first]
+
+
+@pytest.mark.parametrize("fn", SHORT_CIRCUITS)
+@pytest.mark.parametrize("values", [[0.5, 1.0], [2.0, 3.0]])
+def test_python_operands_after_a_tensor_short_circuit_as_in_python(fn, values):
+    check(fn, tensor(values))
+
+
+def test_static_operands_still_combine_into_a_bool_tensor():
+    def both_tensors(x):
+        if x.mean() > 1 or x.max() > 2.5:
+            return x + 1
+        return x - 1
+
+    for values in ([0.5, 1.0], [2.0, 3.0], [0.0, 2.9]):
+        check(both_tensors, tensor(values))
