@@ -206,3 +206,153 @@ def test_static_operands_still_combine_into_a_bool_tensor():
 
     for values in ([0.5, 1.0], [2.0, 3.0], [0.0, 2.9]):
         check(both_tensors, tensor(values))
+
+
+# ------------------------------------------------------------------------ no_grad
+
+
+def no_grad_block(x):
+    with d2s.no_grad():
+        y = x * 2
+    return y
+
+
+def no_grad_for_part_of_the_forward(x):
+    with d2s.no_grad():
+        scale = x * 2 + 1
+    return scale * x + x
+
+
+def no_grad_then_enable_grad(x):
+    with d2s.no_grad():
+        frozen = x * 2
+        with d2s.enable_grad():
+            live = x * 3
+    return frozen, live, frozen * live
+
+
+def no_grad_around_a_tensor_if(x):
+    with d2s.no_grad():
+        if x.sum() > 0:
+            y = x * 2
+        else:
+            y = x * 3
+    return y, y * x
+
+
+def no_grad_inside_a_tensor_if(x):
+    if x.sum() > 0:
+        with d2s.no_grad():
+            y = x * 2
+    else:
+        y = x * 3
+    return y * x
+
+
+def no_grad_around_a_tensor_loop(x):
+    i = d2s.to_tensor(0)
+    s = x
+    with d2s.no_grad():
+        while i < 3:
+            s = s * 2
+            i += 1
+    return s, s + x
+
+
+def no_grad_inside_a_tensor_loop(x, n):
+    i = d2s.to_tensor(0)
+    s = x
+    while i < n:
+        with d2s.no_grad():
+            s = s * 2
+        s = s + x
+        i += 1
+    return s
+
+
+def stop_gradient_is_seen_inside(x):
+    with d2s.no_grad():
+        y = x * 2
+    z = x * 2
+    return y + z, y.stop_gradient, z.stop_gradient
+
+
+@d2s.no_grad()
+def frozen_helper(x):
+    return x * 4
+
+
+def calls_a_no_grad_decorated_helper(x):
+    return frozen_helper(x) * x + x
+
+
+@pytest.mark.parametrize("fn", [
+    no_grad_block, no_grad_for_part_of_the_forward, no_grad_then_enable_grad,
+    no_grad_around_a_tensor_if, no_grad_inside_a_tensor_if, no_grad_around_a_tensor_loop,
+    stop_gradient_is_seen_inside, calls_a_no_grad_decorated_helper,
+])
+@pytest.mark.parametrize("values", [[1.0, 2.0], [-1.0, -3.0]])
+def test_no_grad_inside_converted_code_stops_gradients(fn, values):
+    check(fn, tensor(values))
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_no_grad_inside_a_loop_body_stops_the_gradient_of_that_part(n):
+    check(no_grad_inside_a_tensor_loop, tensor([1.0, 2.0]), tensor(n, "int64", True))
+
+
+def test_no_grad_around_the_call_does_not_change_the_traced_program():
+    converted = d2s.jit.to_static(no_grad_for_part_of_the_forward)
+    x = tensor([1.0, 2.0])
+    with d2s.no_grad():
+        assert converted(x).stop_gradient  # the first call traces
+    check(no_grad_for_part_of_the_forward, x, converted=converted)
+
+
+class _PartlyFrozen(d2s.nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.encoder = d2s.nn.Linear(3, 4)
+        self.head = d2s.nn.Linear(4, 1)
+
+    def forward(self, x):
+        with d2s.no_grad():
+            h = self.encoder(x)
+        if h.sum() > 0:
+            h = h * 2
+        return self.head(h)
+
+
+def test_a_layer_with_a_no_grad_part_trains_only_the_rest():
+    d2s.seed(0)
+    eager = _PartlyFrozen()
+    converted = _PartlyFrozen()
+    converted.set_state_dict(eager.state_dict())
+    d2s.jit.to_static(converted)
+    x = d2s.to_tensor(np.random.default_rng(1).standard_normal((5, 3)).astype("float32"))
+    for layer in (eager, converted):
+        layer(x).sum().backward()
+    for (name, p), (_, q) in zip(eager.named_parameters(), converted.named_parameters()):
+        if name.startswith("encoder"):
+            assert p.grad is None and q.grad is None
+        else:
+            np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), rtol=1e-5)
+
+
+def test_no_grad_in_a_static_program_stops_static_gradients():
+    program = d2s.static.Program()
+    with d2s.static.program_guard(program):
+        d2s.enable_static()
+        try:
+            x = d2s.static.data("x", [2], "float32")
+            x.stop_gradient = False
+            with d2s.no_grad():
+                frozen = x * 2
+            out = frozen * x
+            (grad,) = d2s.static.gradients(out, x)
+            assert d2s.static.gradients(frozen, x) == [None]
+        finally:
+            d2s.disable_static()
+    (value,) = d2s.static.Executor().run(program, feed={"x": np.array([1.0, 2.0], "float32")},
+                                         fetch_list=[grad])
+    np.testing.assert_allclose(value, [2.0, 4.0])  # d(2x' * x)/dx with x' constant
