@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 from dy2stat.dispatch import Node, apply
+from dy2stat.dy2static import markers
 from dy2stat.mode import state
 from dy2stat.runtime import dtypes
 from dy2stat.static import builder
@@ -39,6 +40,7 @@ class no_grad:
             with make():
                 return fn(*args, **kwargs)
 
+        setattr(wrapper, markers.REAPPLY, self)  # converted code converts fn, keeps the mode
         return wrapper
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
 import os
 import sys
 import types
@@ -25,6 +26,7 @@ from dy2stat.dy2static import (
     convert_call_func,
     convert_operators,
     error_map,
+    markers,
     origin,
     parser,
     templates,
@@ -100,12 +102,27 @@ def convert_to_static(fn):
     if isinstance(fn, types.MethodType):
         return types.MethodType(convert_to_static(fn.__func__), fn.__self__)
     fn = parser.unwrap(fn)
+    call = _call_method(fn)
+    if call is not None:  # a callable object, say a decorator written as a class
+        return types.MethodType(convert_to_static(call), fn)
     converted = _converted.get(fn) if isinstance(fn, types.FunctionType) else None
     if converted is None:
-        translation = _translations.get(_code_key(fn)) or translate(fn)
-        converted = instantiate(translation, fn)
+        decorator = getattr(fn, markers.REAPPLY, None)
+        if decorator is not None:  # a framework decorator's wrapper: keep the decorator
+            converted = decorator(convert_to_static(fn.__wrapped__))
+        else:
+            translation = _translations.get(_code_key(fn)) or translate(fn)
+            converted = instantiate(translation, fn)
         _converted[fn] = converted
     return converted
+
+
+def _call_method(obj):
+    """The Python `__call__` of a callable object that is not a function (else None)."""
+    if isinstance(obj, (types.FunctionType, type)) or not callable(obj):
+        return None
+    call = inspect.getattr_static(type(obj), "__call__", None)
+    return call if isinstance(call, types.FunctionType) else None
 
 
 def run_passes(node, ctx, qualname: str, info, passes=PASSES):
@@ -201,7 +218,7 @@ def instantiate(translation: Translation, fn) -> types.FunctionType:
     converted.code = translation.source
     converted.__code_text__ = translation.source
     converted.source_map = translation.source_map
-    converted.__dy2static_converted__ = True
+    setattr(converted, markers.CONVERTED, True)
     return converted
 
 

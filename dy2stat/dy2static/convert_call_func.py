@@ -14,11 +14,11 @@ import sysconfig
 import types
 import weakref
 
-from dy2stat.dy2static import error_map, parser
+from dy2stat.dy2static import error_map, markers, parser
 from dy2stat.dy2static.errors import ConversionError
 from dy2stat.dy2static.tensor_array import LIST_FUNCTIONS, TensorArray
 
-NOT_TO_STATIC = "__dy2stat_not_to_static__"  # what d2s.jit.not_to_static sets
+NOT_TO_STATIC = markers.NOT_TO_STATIC
 
 _FRAMEWORK = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _LIBRARIES = tuple(
@@ -90,6 +90,10 @@ def _decide(fn: types.FunctionType):
     """What a call of `fn` calls: its converted twin, or `fn` when it stays as it is."""
     if fn.__code__ in error_map.converted_codes:  # defined inside converted code
         return fn
+    decorator = getattr(fn, markers.REAPPLY, None)
+    if decorator is not None:  # a framework decorator's wrapper: keep the decorator
+        inner = convert_call(fn.__wrapped__)
+        return fn if inner is fn.__wrapped__ else decorator(inner)
     if _is_library(fn) or inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn):
         return fn
     try:

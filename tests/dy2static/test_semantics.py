@@ -6,6 +6,7 @@ float inputs that need one.
 """
 
 import contextlib
+import functools
 
 import numpy as np
 import pytest
@@ -356,3 +357,142 @@ def test_no_grad_in_a_static_program_stops_static_gradients():
     (value,) = d2s.static.Executor().run(program, feed={"x": np.array([1.0, 2.0], "float32")},
                                          fetch_list=[grad])
     np.testing.assert_allclose(value, [2.0, 4.0])  # d(2x' * x)/dx with x' constant
+
+
+# ------------------------------------------------------- decorators keep their effect
+
+
+def times_ten(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs) * 10
+
+    return wrapper
+
+
+def scale_by(factor):
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args):
+            return fn(*args) * factor
+
+        return wrapper
+
+    return decorate
+
+
+def plus(amount):
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args):
+            return fn(*args) + amount
+
+        return wrapper
+
+    return decorate
+
+
+def flip_if_negative(fn):
+    @functools.wraps(fn)
+    def wrapper(*args):
+        y = fn(*args)
+        if y.sum() < 0:  # the decorator itself branches on a tensor
+            return -y
+        return y
+
+    return wrapper
+
+
+class Tripled:
+    """A decorator written as a class."""
+
+    def __init__(self, fn):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+
+    def __call__(self, x):
+        return self.fn(x) * 3
+
+
+@times_ten
+def decorated(x):
+    if x.mean() > 0:
+        return x + 1
+    return x - 1
+
+
+@scale_by(0.5)
+def decorated_with_arguments(x):
+    return x * x
+
+
+@plus(1)
+@scale_by(10)
+def stacked(x):
+    if x.sum() > 0:
+        return x
+    return x * 2
+
+
+@flip_if_negative
+def branchy_decorator(x):
+    return x * 3
+
+
+@Tripled
+def class_decorated(x):
+    return x + 2 if x.mean() > 0 else x - 2
+
+
+@d2s.no_grad()
+def frozen_branchy(x):
+    if x.sum() > 0:
+        return x * 2
+    return x * 3
+
+
+def calls_decorated_helpers(x):
+    return (decorated(x) + decorated_with_arguments(x) + stacked(x) + branchy_decorator(x)
+            + class_decorated(x) + frozen_branchy(x) * x)
+
+
+@pytest.mark.parametrize("fn", [
+    decorated, decorated_with_arguments, stacked, branchy_decorator, class_decorated,
+    frozen_branchy, calls_decorated_helpers,
+])
+@pytest.mark.parametrize("values", [[1.0, 2.0], [-1.0, -3.0]])
+def test_a_decorator_keeps_its_effect(fn, values):
+    check(fn, tensor(values))
+
+
+class _DecoratedLayer(d2s.nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.linear = d2s.nn.Linear(2, 2)
+
+    @scale_by(2.0)
+    def forward(self, x):
+        return self.double_if_positive(self.linear(x))
+
+    @flip_if_negative
+    def double_if_positive(self, h):
+        if h.sum() > 0:
+            return h * 2
+        return h
+
+
+@pytest.mark.parametrize("values", [[1.0, 2.0], [-1.0, -3.0]])
+def test_decorators_on_methods_of_a_layer_keep_their_effect(values):
+    d2s.seed(0)
+    layer = _DecoratedLayer()
+    x = tensor([values])
+    expected = layer(x)
+    expected.sum().backward()
+    expected_grads = [p.grad.numpy() for p in layer.parameters()]
+    layer.clear_gradients()
+    d2s.jit.to_static(layer)
+    actual = layer(x)
+    np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-6)
+    actual.sum().backward()
+    for p, g in zip(layer.parameters(), expected_grads):
+        np.testing.assert_allclose(p.grad.numpy(), g, rtol=1e-5)
