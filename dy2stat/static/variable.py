@@ -6,6 +6,14 @@ from dy2stat.runtime import build
 from dy2stat.runtime.ir import Block, Var
 
 
+class VariableBoolError(TypeError):
+    """A static Variable used as a Python bool: its value is known only when the program runs."""
+
+    def __init__(self, message: str, name: str) -> None:
+        super().__init__(message)
+        self.name = name  # the Variable's
+
+
 class Variable:
     """A value of a static program; its operators append ops instead of computing."""
 
@@ -45,10 +53,10 @@ class Variable:
         self.desc.stop_gradient = bool(value)
 
     def __bool__(self):
-        raise TypeError(
+        raise VariableBoolError(
             f"a static Variable ({self.name}) cannot be used as a Python bool: its value is "
             "only known when the program runs. Convert the function with @d2s.jit.to_static, "
-            "or use d2s.static.nn.cond / d2s.static.nn.while_loop"
+            "or use d2s.static.nn.cond / d2s.static.nn.while_loop", self.name
         )
 
     def __float__(self):

@@ -7,6 +7,7 @@ float inputs that need one.
 
 import contextlib
 import functools
+import sys
 
 import numpy as np
 import pytest
@@ -496,3 +497,207 @@ def test_decorators_on_methods_of_a_layer_keep_their_effect(values):
     actual.sum().backward()
     for p, g in zip(layer.parameters(), expected_grads):
         np.testing.assert_allclose(p.grad.numpy(), g, rtol=1e-5)
+
+
+# --------------------------------------------------------------------- not_to_static
+
+_RAN = []  # the code objects of the not_to_static helpers that ran
+
+
+def _record():
+    _RAN.append(sys._getframe(1).f_code)
+
+
+@d2s.jit.not_to_static
+def eager_only(x):
+    _record()
+    if x.sum() > 0:  # marker: eager_only-if
+        return x * 2
+    return x * 3
+
+
+class Helpers:
+    factor = 2
+
+    @d2s.jit.not_to_static
+    def method(self, x):
+        _record()
+        if x.sum() > 0:  # marker: method-if
+            return x
+        return -x
+
+    @staticmethod
+    @d2s.jit.not_to_static
+    def static_inner(x):
+        _record()
+        if x.sum() > 0:  # marker: static_inner-if
+            return x
+        return -x
+
+    @d2s.jit.not_to_static
+    @staticmethod
+    def static_outer(x):
+        _record()
+        if x.sum() > 0:  # marker: static_outer-if
+            return x
+        return -x
+
+    @classmethod
+    @d2s.jit.not_to_static
+    def klass(cls, x):
+        _record()
+        if x.sum() > cls.factor:  # marker: klass-if
+            return x
+        return -x
+
+
+class EagerLayer(d2s.nn.Layer):
+    @d2s.jit.not_to_static
+    def forward(self, x):
+        _record()
+        if x.mean() > 0:  # marker: forward-if
+            return x
+        return -x
+
+
+def _scaled(x, k):
+    _record()
+    if x.sum() > k:  # marker: _scaled-if
+        return x
+    return -x
+
+
+scaled = d2s.jit.not_to_static(_scaled)
+
+
+def calls_eager_only(x):
+    return eager_only(x)
+
+
+def calls_a_method(x):
+    return Helpers().method(x)
+
+
+def calls_a_static_method(x):
+    return Helpers.static_inner(x)
+
+
+def calls_a_static_method_marked_outside(x):
+    return Helpers.static_outer(x)
+
+
+def calls_a_class_method(x):
+    return Helpers.klass(x)
+
+
+def calls_a_layer(x):
+    return EagerLayer()(x)
+
+
+def calls_a_partial(x):
+    return functools.partial(scaled, k=0)(x)
+
+
+def calls_through_a_variable(x):
+    helper = eager_only
+    return helper(x)
+
+
+def _line_of(marker):
+    with open(__file__) as f:
+        for n, line in enumerate(f, 1):
+            if f"# marker: {marker}" in line:
+                return n
+    raise AssertionError(marker)
+
+
+NOT_CONVERTED = [
+    (calls_eager_only, "eager_only", eager_only),
+    (calls_a_method, "method", Helpers.method),
+    (calls_a_static_method, "static_inner", Helpers.static_inner),
+    (calls_a_static_method_marked_outside, "static_outer", Helpers.static_outer),
+    (calls_a_class_method, "klass", Helpers.klass.__func__),
+    (calls_a_layer, "forward", EagerLayer.forward),
+    (calls_a_partial, "_scaled", _scaled),
+    (calls_through_a_variable, "eager_only", eager_only),
+]
+
+
+@pytest.mark.parametrize("caller, name, helper", NOT_CONVERTED,
+                         ids=[c.__name__ for c, _, _ in NOT_CONVERTED])
+def test_a_not_to_static_helper_runs_unconverted_and_says_so_at_a_tensor_bool(caller, name,
+                                                                               helper):
+    x = tensor([1.0, 2.0])
+    caller(x)  # eagerly it simply works
+    del _RAN[:]
+    with pytest.raises(TypeError) as info:
+        d2s.jit.to_static(caller)(x)
+    assert _RAN == [helper.__code__]  # the helper itself ran, as written
+    error = info.value
+    assert type(error).__name__ == "NotConvertedError"
+    assert error.filename == __file__ and error.lineno == _line_of(f"{name}-if")
+    assert error.source_line.startswith("if x.") and f"marker: {name}-if" in error.source_line
+    message = str(error)
+    assert f"{helper.__qualname__} (test_semantics.py:{helper.__code__.co_firstlineno})" in message
+    assert "is not converted because it is marked with @d2s.jit.not_to_static" in message
+    assert f"Remove @d2s.jit.not_to_static from {helper.__qualname__}" in message
+
+
+def test_a_not_to_static_helper_without_tensor_bools_runs_as_written():
+    @d2s.jit.not_to_static
+    def sees(x, log):
+        log.append(type(x).__name__)
+        return x * 2
+
+    def caller(x, log):
+        return sees(x, log) + 1
+
+    log = []
+    check(lambda x: caller(x, log), tensor([1.0, 2.0]),
+          converted=d2s.jit.to_static(lambda x: caller(x, log)))
+    assert log == ["Tensor", "Variable"]
+
+
+def test_to_static_of_a_not_to_static_function_runs_it_eagerly():
+    seen = []
+
+    @d2s.jit.not_to_static
+    def python_only(x):
+        seen.append(type(x).__name__)
+        if x.sum() > 0:  # an eager tensor: fine
+            return x * 2
+        return x
+
+    converted = d2s.jit.to_static(python_only)
+    check(python_only, tensor([1.0, 2.0]), converted=converted)
+    assert seen == ["Tensor", "Tensor"]
+    assert converted.dygraph_function is python_only and converted.rollback() is python_only
+    assert converted.code.lstrip().startswith("@d2s.jit.not_to_static")
+    assert d2s.jit.to_static(converted) is converted
+    with pytest.raises(RuntimeError, match="python_only is marked with @d2s.jit.not_to_static"):
+        _ = converted.main_program
+
+
+def test_to_static_of_a_layer_whose_forward_is_not_to_static_runs_it_eagerly():
+    del _RAN[:]
+    layer = d2s.jit.to_static(EagerLayer())
+    x = tensor([[1.0, -2.0]])
+    check(EagerLayer(), x, converted=layer)
+    assert _RAN == [EagerLayer.forward.__code__] * 2
+    assert layer.forward.rollback()(x).numpy().tolist() == [[-1.0, 2.0]]
+
+
+def test_a_helper_that_cannot_be_converted_says_why_at_a_tensor_bool():
+    namespace = {}
+    exec("def no_source(x):\n    if x.sum() > 0:\n        return x\n    return -x\n", namespace)
+    no_source = namespace["no_source"]
+
+    def caller(x):
+        return no_source(x)
+
+    with pytest.raises(TypeError) as info:
+        d2s.jit.to_static(caller)(tensor([1.0]))
+    message = str(info.value)
+    assert type(info.value).__name__ == "NotConvertedError" and info.value.lineno == 2
+    assert "no_source (<string>:1) is not converted because it cannot be converted (" in message
+    assert "its source code is not available" in message
