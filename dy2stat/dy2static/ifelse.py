@@ -172,6 +172,8 @@ class _Slot:
         if not nest.same_structure(ty, f):
             raise self._mismatch(f"{values.describe(ty)} in the true branch but "
                                  f"{values.describe(f)} in the false branch")
+        # A Python number meeting a tensor takes the tensor's dtype, as in eager arithmetic;
+        # one that does not fit it (0.5 against int32) cannot: eager gives either dtype.
         leaves = []
         for a, b in zip(nest.flatten(ty), nest.flatten(f)):
             da, db = values.dtype_of(a), values.dtype_of(b)
@@ -181,9 +183,15 @@ class _Slot:
                 if common != da:
                     self._replan_dtype(ty, common)
                 leaves.append(values.constant(b, common))
-            elif a_number and not b_number and da != db:
-                self._replan_dtype(ty, db)
+            elif a_number and not b_number:
+                if not values.fits(a, db):
+                    raise self._unfit(a, b, "true")
+                if da != db:
+                    self._replan_dtype(ty, db)
+                leaves.append(b)
             elif b_number and not a_number:
+                if not values.fits(b, da):
+                    raise self._unfit(b, a, "false")
                 leaves.append(values.constant(b, da))
             elif da != db or len(values.shape_of(a)) != len(values.shape_of(b)):
                 raise self._mismatch(f"{values.describe(a)} in the true branch but "
@@ -197,6 +205,18 @@ class _Slot:
             raise self._mismatch("a number in one branch and a tensor of another dtype in "
                                  "the other (inside a list or tuple)")
         raise _Replan(self.index, ("dtype", dtype))
+
+    def _unfit(self, number, tensor, branch: str) -> BranchMismatchError:
+        other = "false" if branch == "true" else "true"
+        label = self.name if " " in self.name else f"'{self.name}'"
+        dtype = values.dtype_of(tensor)
+        return BranchMismatchError(
+            f"{label} is {values.describe(number)} in the {branch} branch but "
+            f"{values.describe(tensor)} in the {other} branch of this tensor-dependent `if`; "
+            "a Python number takes the dtype of the tensor in the other branch only when it "
+            f"fits it ({values.FITS})", *self.where,
+            f"Give it one dtype in both branches: a number that fits {dtype}, or the tensor "
+            f"cast with .astype('{values.promote_scalar(dtype, number)}').")
 
     def _undefined(self, branch: str) -> Undefined:
         filename, lineno, _ = self.where

@@ -66,6 +66,22 @@ def promote(a: np.dtype, b: np.dtype) -> np.dtype:
     return dtypes.promote(a, b)
 
 
+def promote_scalar(dtype: np.dtype, number) -> np.dtype:
+    """The dtype of a tensor of `dtype` combined with the Python `number`."""
+    return dtypes.promote_scalar(np.dtype(dtype), number)
+
+
+# When a Python number can stand for a tensor of a dtype (DESIGN.md "Dtypes": a tensor
+# combined with a Python number keeps its dtype, except as said here).
+FITS = "a bool fits any dtype, an int an int or float dtype, a float a float dtype"
+
+
+def fits(number, dtype: np.dtype) -> bool:
+    """Whether the Python `number` takes the dtype of a tensor of `dtype` it meets, as in
+    eager arithmetic (so it can become a tensor of that dtype: its value is kept)."""
+    return promote_scalar(dtype, number) == np.dtype(dtype)
+
+
 class Spec:
     """The shape and dtype of a value, kept after the block that made it is gone."""
 

@@ -35,10 +35,17 @@ def _describe(value):
 
 
 def check(fn, *args, converted=None):
-    """The converted `fn` gives what `fn` gives: values, dtypes, stop_gradient, gradients."""
+    """The converted `fn` gives what `fn` gives: values, dtypes, stop_gradient, gradients
+    (or raises what it raises)."""
     converted = converted if converted is not None else d2s.jit.to_static(fn)
     eager_args, static_args = _leaf_copies(args), _leaf_copies(args)
-    expected, actual = fn(*eager_args), converted(*static_args)
+    try:
+        expected = fn(*eager_args)
+    except Exception as e:
+        with pytest.raises(type(e)):
+            converted(*static_args)
+        return None
+    actual = converted(*static_args)
     flat_e, flat_a = nest.flatten(expected), nest.flatten(actual)
     assert [_describe(v) for v in flat_a] == [_describe(v) for v in flat_e]
     for e, a in zip(flat_e, flat_a):
@@ -701,3 +708,147 @@ def test_a_helper_that_cannot_be_converted_says_why_at_a_tensor_bool():
     assert type(info.value).__name__ == "NotConvertedError" and info.value.lineno == 2
     assert "no_source (<string>:1) is not converted because it cannot be converted (" in message
     assert "its source code is not available" in message
+
+
+# ---------------------------------------------- dtypes: a Python number meets a tensor
+
+DTYPES = ["int32", "int64", "float32", "float64", "bool"]
+NUMBERS = [0, 2, 0.5, True]
+
+
+def _fits(number, dtype):
+    """DESIGN.md "Dtypes": a tensor with a Python number keeps its dtype, except a float
+    with an int/bool tensor (float32) and an int with a bool tensor (int64)."""
+    if isinstance(number, bool):
+        return True
+    if isinstance(number, int):
+        return dtype != "bool"
+    return dtype.startswith("float")
+
+
+def _tensor_of(dtype):
+    return d2s.to_tensor(np.array(3).astype(dtype))
+
+
+def the_int32_example(x):
+    s = 0
+    i = d2s.to_tensor(np.int32(0))
+    while i < 3:
+        s = s + i
+        i += 1
+    return s
+
+
+def test_a_python_int_carried_through_a_loop_over_int32_stays_int32():
+    out = check(the_int32_example, tensor([1.0]))
+    assert str(out.dtype) == "int32"
+
+
+def number_plus_tensor_in_a_loop(t, number, n):
+    s = number
+    i = d2s.to_tensor(0)
+    while i < n:
+        s = s + t
+        i += 1
+    return s
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("number", NUMBERS)
+def test_a_number_combined_with_a_tensor_in_a_loop_has_eagers_dtype(dtype, number):
+    t = _tensor_of(dtype)
+    for n in (1, 3):
+        if check(number_plus_tensor_in_a_loop, t, number, d2s.to_tensor(n)) is None:
+            return  # eager raises (True + a bool tensor), and so does the converted code
+    out = d2s.jit.to_static(number_plus_tensor_in_a_loop)(t, number, d2s.to_tensor(0))
+    assert out.numpy().tolist() == number  # zero iterations: the number, in that dtype
+
+
+def number_replaced_by_a_tensor_in_a_loop(t, number, n):
+    s = number
+    i = d2s.to_tensor(0)
+    while i < n:
+        s = t
+        i += 1
+    return s
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("number", NUMBERS)
+def test_a_number_replaced_by_a_tensor_in_a_loop_takes_its_dtype_when_it_fits(dtype, number):
+    t, converted = _tensor_of(dtype), d2s.jit.to_static(number_replaced_by_a_tensor_in_a_loop)
+    if not _fits(number, dtype):
+        with pytest.raises(TypeError, match="takes the dtype of the tensor it becomes only "
+                                            "when it fits it") as info:
+            converted(t, number, d2s.to_tensor(1))
+        assert type(info.value).__name__ == "LoopVariableError"
+        return
+    check(number_replaced_by_a_tensor_in_a_loop, t, number, d2s.to_tensor(2))
+    out = converted(t, number, d2s.to_tensor(0))
+    assert str(out.dtype) == dtype and out.numpy().tolist() == number
+
+
+def number_or_tensor(x, t, number):
+    if x.sum() > 0:
+        s = number
+    else:
+        s = t
+    return s
+
+
+def tensor_or_number(x, t, number):
+    if x.sum() > 0:
+        s = t
+    else:
+        s = number
+    return s
+
+
+def number_or_tensor_expression(x, t, number):
+    return number if x.sum() > 0 else t
+
+
+@pytest.mark.parametrize("fn", [number_or_tensor, tensor_or_number, number_or_tensor_expression])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("number", NUMBERS)
+def test_a_number_in_one_branch_takes_the_other_branchs_dtype_when_it_fits(fn, dtype, number):
+    t, converted = _tensor_of(dtype), d2s.jit.to_static(fn)
+    positive, negative = tensor([1.0]), tensor([-1.0])
+    if not _fits(number, dtype):
+        with pytest.raises(TypeError, match="takes the dtype of the tensor in the other "
+                                            "branch only when it fits it") as info:
+            converted(positive, t, number)
+        assert type(info.value).__name__ == "BranchMismatchError"
+        return
+    for x in (positive, negative):
+        expected, actual = fn(x, t, number), converted(x, t, number)
+        assert str(actual.dtype) == dtype
+        expected = expected.numpy().tolist() if isinstance(expected, d2s.Tensor) else expected
+        assert actual.numpy().tolist() == expected
+
+
+def numbers_and_tensors_in_both_branches(x, t, number):
+    if x.sum() > 0:
+        s = t + number
+    else:
+        s = t * number
+    return s
+
+
+@pytest.mark.parametrize("dtype", DTYPES[:-1])  # (a bool tensor has no `+`)
+@pytest.mark.parametrize("number", NUMBERS)
+def test_arithmetic_of_numbers_and_tensors_in_branches_has_eagers_dtype(dtype, number):
+    for x in (tensor([1.0]), tensor([-1.0])):
+        check(numbers_and_tensors_in_both_branches, x, _tensor_of(dtype), number)
+
+
+@pytest.mark.parametrize("a, b, dtype", [(1, 0.5, "float32"), (True, 2, "int64"),
+                                          (False, 0.5, "float32"), (3, 4, "int64")])
+def test_python_numbers_of_two_kinds_in_the_branches_share_one_dtype(a, b, dtype):
+    def pick(x):
+        return a if x.sum() > 0 else b
+
+    converted = d2s.jit.to_static(pick)
+    for x, expected in ((tensor([1.0]), a), (tensor([-1.0]), b)):
+        out = converted(x)
+        assert str(out.dtype) == dtype and out.numpy().tolist() == expected
