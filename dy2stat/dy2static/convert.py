@@ -34,7 +34,13 @@ from dy2stat.dy2static import (
 )
 from dy2stat.dy2static.errors import ConversionError
 from dy2stat.dy2static.passes import PASSES
-from dy2stat.dy2static.undefined import Undefined, UndefinedReturnValue
+from dy2stat.dy2static.undefined import (
+    MaybeUndefined,
+    Undefined,
+    UndefinedReturnValue,
+    has_maybe_undefined,
+)
+from dy2stat.static import nest
 
 _settings = {
     "code_level": int(os.environ.get("DY2STAT_CODE_LEVEL", "0") or 0),
@@ -209,10 +215,14 @@ def instantiate(translation: Translation, fn) -> types.FunctionType:
             raise error_map.map_error(e, keep_frames=_settings["verbosity"] >= 3)  # noqa: B904
         if type(result) is UndefinedReturnValue:
             return None
-        # Returning a name that has no value raises, as Python's `return y` would.
+        # Returning a name that has no value raises, as Python's `return y` would (when
+        # the program runs, for a value that loops may have left unassigned).
         for value in result if type(result) in (tuple, list) else (result,):
             if type(value) is Undefined:
                 raise value.error()
+        if has_maybe_undefined(result):
+            result = nest.pack_as(result, [v.read() if isinstance(v, MaybeUndefined) else v
+                                           for v in nest.flatten(result)])
         return result
 
     converted.code = translation.source

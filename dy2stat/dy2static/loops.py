@@ -13,7 +13,14 @@ from __future__ import annotations
 from dy2stat.dy2static import sequences, values
 from dy2stat.dy2static.errors import Dy2StaticError
 from dy2stat.dy2static.tensor_array import TensorArray
-from dy2stat.dy2static.undefined import Undefined, UndefinedReturnValue, is_undefined
+from dy2stat.dy2static.undefined import (
+    AssignedFlags,
+    Undefined,
+    UndefinedReturnValue,
+    has_maybe_undefined,
+    is_undefined,
+    maybe_undefined,
+)
 from dy2stat.static import control_flow, framework, nest
 
 
@@ -98,13 +105,18 @@ def _static_while(test, body, get_state, set_state, names, where) -> None:
     init = list(get_state())
     program = values.current_program()
     init = _prepare(init, body, get_state, set_state, names, where, program)
+    maybe = [i for i, v in enumerate(init) if has_maybe_undefined(v)]
+    if maybe:  # carry whether each is assigned along with it
+        state = AssignedFlags(get_state, set_state, names, maybe, init, where)
+        get_state, set_state, names, init = state.get, state.set, state.names, state.split(init)
     set_state(_build(test, body, get_state, set_state, names, where, init))
 
 
 def _prepare(init, body, get_state, set_state, names, where, program) -> list:
     """Entry values that a while op can carry, learnt from a trial of the body:
-    placeholders for values the body defines first, tensor arrays for lists the body
-    grows, and for a Python number the dtype of what the first iteration makes of it."""
+    placeholders for values the body defines first (not assigned yet: MaybeUndefined),
+    tensor arrays for lists the body grows, and for a Python number the dtype of what the
+    first iteration makes of it."""
     if not any(is_undefined(v) or isinstance(v, list) or values.is_number(v) for v in init):
         return init
     after = _trial(body, get_state, set_state, init, program)
@@ -112,6 +124,8 @@ def _prepare(init, body, get_state, set_state, names, where, program) -> list:
     for i, (before, now) in enumerate(zip(init, after)):
         if is_undefined(before) and values.is_tensor_like(now):
             prepared[i] = nest.pack_as(now, [values.placeholder(v) for v in nest.flatten(now)])
+            if type(before) is Undefined:  # (a return value needs no flag: do_return tells)
+                prepared[i] = maybe_undefined(prepared[i], False, names[i])
         elif isinstance(before, list) and isinstance(now, list) and len(now) != len(before):
             if before:
                 prepared[i] = TensorArray.from_list(before)

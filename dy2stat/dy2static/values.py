@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 
+from dy2stat.dy2static.undefined import MaybeUndefined
 from dy2stat.runtime import dtypes
 from dy2stat.runtime.registry import get_op
 from dy2stat.static import framework
@@ -112,6 +113,8 @@ def describe(value) -> str:
 
 def snapshot(value):
     """A copy whose later in-place changes (list.append, x[i] = v) do not show in `value`."""
+    if isinstance(value, MaybeUndefined):
+        return MaybeUndefined.of(value, value.assigned, value.label, value.loops)
     if isinstance(value, Variable):
         return Variable(value.block, value.name)
     if hasattr(type(value), "snapshot"):  # a TensorArray
@@ -127,6 +130,7 @@ def snapshot(value):
 
 def as_predicate(pred):
     """A static predicate as a bool Variable (a number tensor tests non-zero, like Python)."""
+    pred = pred.read()
     if np.dtype(pred.dtype) != dtypes.bool_:
         pred = pred != 0
     return pred

@@ -78,7 +78,7 @@ def user_location() -> str:
 
 def _value(block: Block, x, op):
     if isinstance(x, Variable):
-        return x.desc
+        return x.read().desc
     if x is None or type(x) in _SCALARS:
         return x
     if isinstance(x, Tensor):

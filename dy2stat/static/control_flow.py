@@ -180,7 +180,9 @@ def _as_variables(block: Block, leaves, where):
     out = []
     with framework.block_guard(block):
         for i, leaf in enumerate(leaves):
-            if isinstance(leaf, Variable) or leaf is None:
+            if isinstance(leaf, Variable):
+                out.append(leaf.read())  # what a branch yields or a loop carries is read
+            elif leaf is None:
                 out.append(leaf)
             elif isinstance(leaf, Tensor):
                 out.append(Variable(block.program.global_block(), capture(leaf).name))

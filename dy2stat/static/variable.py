@@ -69,14 +69,19 @@ class Variable:
             f"a static Variable ({self.name}) has no value; fetch it with Executor.run"
         )
 
+    def read(self) -> Variable:
+        """This value as an op reads it: itself. (A value that a loop may have left
+        unassigned first has the program check, when it runs, that it was assigned.)"""
+        return self
+
     def _assign(self, make) -> None:
         """Rebind to ``make(old)``: how ``v[i] = x`` works on a symbolic value."""
-        new = make(Variable(self.block, self.name))
+        new = make(Variable(self.block, self.read().name))
         self.block, self.name = new.block, new.name
 
     def detach(self) -> Variable:
         """A copy that gradients do not flow through."""
-        out = build.append(self.block, "assign", [self.desc], {})
+        out = build.append(self.block, "assign", [self.read().desc], {})
         out.stop_gradient = True
         return Variable(self.block, out.name)
 

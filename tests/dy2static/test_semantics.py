@@ -852,3 +852,165 @@ def test_python_numbers_of_two_kinds_in_the_branches_share_one_dtype(a, b, dtype
     for x, expected in ((tensor([1.0]), a), (tensor([-1.0]), b)):
         out = converted(x)
         assert str(out.dtype) == dtype and out.numpy().tolist() == expected
+
+
+# ------------------------------------- a name first assigned in a loop that may not run
+
+
+def first_assigned_in_a_while(x):
+    i = d2s.to_tensor(0)
+    while i < x.sum() - 10:  # marker: while-assigns-z
+        z = x + i
+        i += 1
+    return z
+
+
+def first_assigned_in_a_for(x):
+    for i in range(d2s.cast(x.sum(), "int64") - 10):  # marker: for-assigns-z
+        z = x * i
+    return z
+
+
+def a_tuple_first_assigned_in_a_loop(x):
+    i = d2s.to_tensor(0)
+    while i < x.sum() - 10:  # marker: while-assigns-pair
+        pair = (x + i, i)
+        i += 1
+    return pair[0] * 2
+
+
+def a_flag_first_assigned_in_a_loop(x):
+    i = d2s.to_tensor(0)
+    while i < x.sum() - 10:  # marker: while-assigns-big
+        big = x.max() > i
+        i += 1
+    if big:
+        return x + 1
+    return x - 1
+
+
+def read_only_when_the_loop_ran(x):
+    i = d2s.to_tensor(0)
+    while i < x.sum() - 10:
+        z = x + i
+        i += 1
+    if i > 0:
+        return z * 2
+    return x
+
+
+def assigned_by_a_loop_or_a_branch(x):
+    i = d2s.to_tensor(0)
+    while i < x.sum() - 10:  # marker: while-or-if-assigns-z
+        z = x + i
+        i += 1
+    if x.mean() > 1:
+        z = x * 3
+    return z
+
+
+def assigned_by_one_of_two_loops(x, n):
+    i = d2s.to_tensor(0)
+    while i < x.sum() - 10:  # marker: first-of-two-loops
+        z = x + i
+        i += 1
+    while i < n:  # marker: second-of-two-loops
+        z = x * i
+        i += 1
+    return z
+
+
+def assigned_in_a_branch_inside_a_loop(x):
+    i = d2s.to_tensor(0)
+    z = x
+    while i < x.sum() - 10:
+        if i > 1:
+            w = z * 2
+            z = w
+        i += 1
+    return z
+
+
+def _big(n):  # ones whose sum is n: the loops above run n - 10 times
+    return tensor(np.ones(n))
+
+
+@pytest.mark.parametrize("fn, marker, name", [
+    (first_assigned_in_a_while, "while-assigns-z", "z"),
+    (first_assigned_in_a_for, "for-assigns-z", "z"),
+    (a_tuple_first_assigned_in_a_loop, "while-assigns-pair", "pair"),
+    (a_flag_first_assigned_in_a_loop, "while-assigns-big", "big"),
+])
+def test_a_name_first_assigned_in_a_loop_that_runs_zero_times_raises_when_read(fn, marker,
+                                                                                 name):
+    for n in (11, 13):  # the loop runs: as eager
+        check(fn, _big(n))
+    with pytest.raises(UnboundLocalError) as expected:
+        fn(_big(3))
+    with pytest.raises(UnboundLocalError) as info:
+        d2s.jit.to_static(fn)(_big(3))
+    message = str(info.value)
+    assert str(expected.value) in message  # what Python says, then which loop
+    assert f"the tensor-dependent loop at {__file__}:{_line_of(marker)} (`" in message
+    assert message.endswith("that assigns it ran zero times") and f"'{name}'" in message
+
+
+@pytest.mark.parametrize("n", [3, 11, 13])
+def test_a_name_not_read_on_the_path_taken_raises_nothing(n):
+    check(read_only_when_the_loop_ran, _big(n))
+
+
+def _full(count, value):
+    return tensor(np.full(count, value))
+
+
+# (count, value): the branch assigns z, the loop does, both do
+@pytest.mark.parametrize("count, value", [(3, 2.0), (24, 0.5), (12, 2.0)])
+def test_a_name_assigned_by_a_loop_or_a_branch_has_a_value_if_either_ran(count, value):
+    check(assigned_by_a_loop_or_a_branch, _full(count, value))
+
+
+def test_a_name_assigned_by_neither_the_loop_nor_the_branch_raises():
+    with pytest.raises(UnboundLocalError, match="ran zero times") as info:
+        d2s.jit.to_static(assigned_by_a_loop_or_a_branch)(_full(3, 0.5))
+    assert f"{__file__}:{_line_of('while-or-if-assigns-z')}" in str(info.value)
+
+
+def test_a_name_assigned_by_one_of_two_loops():
+    for args in ((_big(11), d2s.to_tensor(0)), (_big(3), d2s.to_tensor(2))):
+        check(assigned_by_one_of_two_loops, *args)
+    with pytest.raises(UnboundLocalError) as info:
+        d2s.jit.to_static(assigned_by_one_of_two_loops)(_big(3), d2s.to_tensor(0))
+    message = str(info.value)
+    assert "the tensor-dependent loops at" in message and "that assign it ran zero times" in message
+    for marker in ("first-of-two-loops", "second-of-two-loops"):
+        assert f"{__file__}:{_line_of(marker)}" in message
+
+
+@pytest.mark.parametrize("n", [3, 12, 14])
+def test_a_name_assigned_in_a_branch_of_a_loop_body_before_use(n):
+    check(assigned_in_a_branch_inside_a_loop, _big(n))
+
+
+def keeps_a_value_from_an_earlier_iteration(x):
+    for k in range(3):
+        if k == 1:
+            last = x * k
+    return last
+
+
+def keeps_a_value_from_an_earlier_loop(x):
+    for k in range(2):
+        z = x + k
+    i = d2s.to_tensor(0)
+    while i < x.sum() - 10:
+        z = x * i
+        i += 1
+    return z
+
+
+@pytest.mark.parametrize("fn", [keeps_a_value_from_an_earlier_iteration,
+                                keeps_a_value_from_an_earlier_loop])
+@pytest.mark.parametrize("n", [3, 12])
+def test_a_value_assigned_on_an_earlier_path_is_kept(fn, n):
+    check(fn, _big(n))
