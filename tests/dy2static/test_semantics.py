@@ -506,6 +506,23 @@ def test_decorators_on_methods_of_a_layer_keep_their_effect(values):
         np.testing.assert_allclose(p.grad.numpy(), g, rtol=1e-5)
 
 
+
+def test_a_sublayer_with_a_decorated_forward_keeps_its_decorator():
+    d2s.seed(0)
+    inner = _DecoratedLayer()
+
+    def outer(x):
+        return inner(x) + 1
+
+    for values in ([[1.0, 2.0]], [[-1.0, -3.0]]):
+        check(outer, tensor(values))
+
+
+def test_the_code_of_a_decorated_function_is_its_wrapper():
+    code = d2s.jit.to_static(decorated).code
+    assert code.startswith("def wrapper(*args, **kwargs):")
+    assert "_jst.convert_call(fn)(*args, **kwargs) * 10" in code
+
 # --------------------------------------------------------------------- not_to_static
 
 _RAN = []  # the code objects of the not_to_static helpers that ran
@@ -991,6 +1008,21 @@ def test_a_name_assigned_by_one_of_two_loops():
 def test_a_name_assigned_in_a_branch_of_a_loop_body_before_use(n):
     check(assigned_in_a_branch_inside_a_loop, _big(n))
 
+
+def first_assigned_in_a_loop_in_one_branch(x):
+    if x.mean() > 0:
+        i = d2s.to_tensor(0)
+        while i < x.sum() - 10:
+            z = x + i
+            i += 1
+    else:
+        z = -x
+    return z
+
+
+@pytest.mark.parametrize("x", [_big(3), _big(12), -_big(3)], ids=["zero", "runs", "other"])
+def test_a_name_first_assigned_in_a_loop_inside_a_branch(x):
+    check(first_assigned_in_a_loop_in_one_branch, x)
 
 def keeps_a_value_from_an_earlier_iteration(x):
     for k in range(3):
