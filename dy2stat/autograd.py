@@ -5,39 +5,49 @@ from __future__ import annotations
 import functools
 
 from dy2stat.dispatch import Node, apply
+from dy2stat.dy2static import markers
 from dy2stat.mode import state
 from dy2stat.runtime import dtypes
+from dy2stat.static import builder
 from dy2stat.tensor import Tensor
 
 
 class no_grad:
-    """Context manager and decorator that stops gradient recording."""
+    """Context manager and decorator that stops gradient recording.
+
+    Entered while a program is being built (inside converted code), it stops the
+    program's gradients too: the ops appended inside compute ``stop_gradient`` values.
+    """
+
+    _grad = False  # what recording is inside
 
     def __enter__(self):
-        self._previous = state.grad_enabled
-        state.grad_enabled = False
+        self._previous = state.grad_enabled, builder.recording.grad
+        state.grad_enabled = self._grad
+        if state.static:
+            builder.recording.grad = self._grad
         return self
 
     def __exit__(self, *exc):
-        state.grad_enabled = self._previous
+        state.grad_enabled, builder.recording.grad = self._previous
         return False
 
     def __call__(self, fn):
+        make = type(self)  # no_grad or enable_grad
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with no_grad():
+            with make():
                 return fn(*args, **kwargs)
 
+        setattr(wrapper, markers.REAPPLY, self)  # converted code converts fn, keeps the mode
         return wrapper
 
 
 class enable_grad(no_grad):
     """Turns gradient recording back on inside a ``no_grad`` region."""
 
-    def __enter__(self):
-        self._previous = state.grad_enabled
-        state.grad_enabled = True
-        return self
+    _grad = True
 
 
 def is_grad_enabled() -> bool:
@@ -221,7 +231,8 @@ def _group(node, flat):
 
 
 def _send(grads, x, g, targets):
-    if not isinstance(x, Tensor) or x.stop_gradient or x.dtype not in dtypes.FLOATS:
+    # g is None where no gradient reaches x (a program's parameter used only under no_grad)
+    if g is None or not isinstance(x, Tensor) or x.stop_gradient or x.dtype not in dtypes.FLOATS:
         return
     if x._node is not None:
         _accumulate(grads, _key(x), g)

@@ -14,8 +14,9 @@ What flows where
     Only float values carry gradients. An op whose type has no rule
     (``grad`` None: comparisons, argmax, floor, ...) stops the flow; so do
     the slots a rule lists as ``no_grad`` and any variable marked
-    ``stop_gradient`` that is not itself asked for. Ops not on a path from a
-    wanted variable to a target get no gradient ops.
+    ``stop_gradient`` that is not itself asked for (a target marked so
+    passes nothing on: what ``no_grad`` computed is a constant). Ops not on
+    a path from a wanted variable to a target get no gradient ops.
 
 Control flow (the ops of ``ops/control_flow.py``)
     ``cond``: the gradient is a new ``cond`` on the same predicate. Each of
@@ -53,7 +54,7 @@ from dy2stat.runtime import build, dtypes
 from dy2stat.runtime.ir import Block, Operator, Program, Var
 from dy2stat.runtime.registry import get_op
 
-__all__ = ["BlockEmitter", "append_backward", "gradients", "GRAD_SUFFIX"]
+__all__ = ["BlockEmitter", "append_backward", "gradients", "requires_grad", "GRAD_SUFFIX"]
 
 GRAD_SUFFIX = "@GRAD"
 
@@ -127,6 +128,14 @@ def gradients(program: Program, targets, inputs, target_gradients=None) -> list[
                  for s in seeds]
     grads = _backward_from(program, targets, seeds, [x.name for x in inputs], "gradients")
     return [grads.get(x.name) for x in inputs]
+
+
+def requires_grad(program: Program, sources) -> set[str]:
+    """The names of block 0 whose values depend differentiably on ``sources`` (names):
+    those a gradient flows through (not marked ``stop_gradient``, not past an op
+    without a gradient rule)."""
+    block = program.global_block()
+    return _requires(block.ops, block, set(sources))
 
 
 # ---------------------------------------------------------- block 0 driver
@@ -259,7 +268,9 @@ def _backward_ops(program, ops, fwd_block, emit_block, seeds, sources) -> dict[s
         grads.add(name, g)
     req = _requires(ops, fwd_block, sources)
     for op in reversed(ops):
-        if not any(n in grads for n in _diff_outputs(op)):
+        # Only outputs in `req` pass a gradient on: one marked stop_gradient does not,
+        # even when it is a target itself.
+        if not any(n in grads and n in req for n in _diff_outputs(op)):
             continue
         if not any(n in req for n in _diff_inputs(op)):
             continue
@@ -292,7 +303,8 @@ def _op_grad(op: Operator, block: Block, e: BlockEmitter, grads: _Grads, req: se
             ins.append(block.var(names[0]) if names else None)
         need.append(slot.name not in opdef.no_grad and any(n in req for n in names))
     outs = [block.var(n) for n in op.output_names()]
-    douts = [grads.get(v.name) if v.name in grads else _zeros_like(e, v) for v in outs]
+    douts = [grads.get(v.name) if v.name in grads and v.name in req else _zeros_like(e, v)
+             for v in outs]
     if len(opdef.outputs) == 1 and opdef.outputs[0].variadic:
         douts = [douts]
     attrs = {**opdef.attrs, **op.attrs}
@@ -319,7 +331,7 @@ def _cond_grad(program, op, emit_block, grads: _Grads, req: set) -> None:
     outs = op.outputs.get("Out", [])
     wanted = [n for n in dict.fromkeys(captured) if n in req]
     douts = [(i, grads.get(n)) for i, n in enumerate(outs)
-             if n in grads and _is_float(emit_block.find_var(n))]
+             if n in grads and n in req and _is_float(emit_block.find_var(n))]
     if not wanted or not douts:
         return
     branches = []
@@ -537,7 +549,8 @@ def _while_grad(program, op, fwd_block, emit_block, grads: _Grads, req: set) -> 
     earlier = list(op.attrs.get("saved", []))
     op.attrs["saved"] = earlier + [n for n in saved if n not in earlier]
     program.bump()
-    douts = [grads.get(n) if n in grads else _zeros_like(e, emit_block.var(n)) for n in outs]
+    douts = [grads.get(n) if n in grads and n in req else _zeros_like(e, emit_block.var(n))
+             for n in outs]
     dx = [emit_block.create_var(v.shape, v.dtype, name=program.unique_name(n + GRAD_SUFFIX))
           for n in xs for v in [emit_block.var(n)]]
     dinput = [emit_block.create_var(v.shape, v.dtype, name=program.unique_name(n + GRAD_SUFFIX))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
 import os
 import sys
 import types
@@ -25,6 +26,7 @@ from dy2stat.dy2static import (
     convert_call_func,
     convert_operators,
     error_map,
+    markers,
     origin,
     parser,
     reads,
@@ -33,7 +35,13 @@ from dy2stat.dy2static import (
 )
 from dy2stat.dy2static.errors import ConversionError
 from dy2stat.dy2static.passes import PASSES
-from dy2stat.dy2static.undefined import Undefined, UndefinedReturnValue
+from dy2stat.dy2static.undefined import (
+    MaybeUndefined,
+    Undefined,
+    UndefinedReturnValue,
+    has_maybe_undefined,
+)
+from dy2stat.static import nest
 
 _settings = {
     "code_level": int(os.environ.get("DY2STAT_CODE_LEVEL", "0") or 0),
@@ -102,12 +110,27 @@ def convert_to_static(fn):
     if isinstance(fn, types.MethodType):
         return types.MethodType(convert_to_static(fn.__func__), fn.__self__)
     fn = parser.unwrap(fn)
+    call = _call_method(fn)
+    if call is not None:  # a callable object, say a decorator written as a class
+        return types.MethodType(convert_to_static(call), fn)
     converted = _converted.get(fn) if isinstance(fn, types.FunctionType) else None
     if converted is None:
-        translation = _translations.get(_code_key(fn)) or translate(fn)
-        converted = instantiate(translation, fn)
+        decorator = getattr(fn, markers.REAPPLY, None)
+        if decorator is not None:  # a framework decorator's wrapper: keep the decorator
+            converted = decorator(convert_to_static(fn.__wrapped__))
+        else:
+            translation = _translations.get(_code_key(fn)) or translate(fn)
+            converted = instantiate(translation, fn)
         _converted[fn] = converted
     return converted
+
+
+def _call_method(obj):
+    """The Python `__call__` of a callable object that is not a function (else None)."""
+    if isinstance(obj, (types.FunctionType, type)) or not callable(obj):
+        return None
+    call = inspect.getattr_static(type(obj), "__call__", None)
+    return call if isinstance(call, types.FunctionType) else None
 
 
 def run_passes(node, ctx, qualname: str, info, passes=PASSES):
@@ -198,16 +221,20 @@ def instantiate(translation: Translation, fn) -> types.FunctionType:
             raise error_map.map_error(e, keep_frames=_settings["verbosity"] >= 3)  # noqa: B904
         if type(result) is UndefinedReturnValue:
             return None
-        # Returning a name that has no value raises, as Python's `return y` would.
+        # Returning a name that has no value raises, as Python's `return y` would (when
+        # the program runs, for a value that loops may have left unassigned).
         for value in result if type(result) in (tuple, list) else (result,):
             if type(value) is Undefined:
                 raise value.error()
+        if has_maybe_undefined(result):
+            result = nest.pack_as(result, [v.read() if isinstance(v, MaybeUndefined) else v
+                                           for v in nest.flatten(result)])
         return result
 
     converted.code = translation.source
     converted.__code_text__ = translation.source
     converted.source_map = translation.source_map
-    converted.__dy2static_converted__ = True
+    setattr(converted, markers.CONVERTED, True)
     return converted
 
 

@@ -2,24 +2,26 @@
 
 User functions, methods, callable objects and Layers are converted (recursively, cached);
 the framework's own functions, builtins, classes and third-party or standard-library code
-are called as they are, and so is anything marked with `not_to_static`.
+are called as they are; anything marked with `not_to_static` runs as written.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import linecache
 import os
 import sysconfig
 import types
 import weakref
 
-from dy2stat.dy2static import error_map, parser
-from dy2stat.dy2static.errors import ConversionError
+from dy2stat.dy2static import error_map, markers, parser
+from dy2stat.dy2static.errors import ConversionError, Dy2StaticError
 from dy2stat.dy2static.tensor_array import LIST_FUNCTIONS, TensorArray
 from dy2stat.mode import state
+from dy2stat.static.variable import VariableBoolError
 
-NOT_TO_STATIC = "__dy2stat_not_to_static__"  # what d2s.jit.not_to_static sets
+NOT_TO_STATIC = markers.NOT_TO_STATIC
 
 _FRAMEWORK = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _LIBRARIES = tuple(
@@ -36,10 +38,14 @@ log = None
 _called: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+class NotConvertedError(Dy2StaticError, TypeError):
+    """Code that conversion left as it is used a static Variable as a Python bool."""
+
+
 def not_to_static(fn):
-    """Leave `fn` unconverted when converted code calls it (it runs as plain Python)."""
-    target = fn.__func__ if inspect.ismethod(fn) else fn
-    setattr(target, NOT_TO_STATIC, True)
+    """Leave `fn` unconverted: calls of it from converted code run it as written, and
+    `to_static` of it runs it eagerly. Works on functions, methods and static/class methods."""
+    setattr(getattr(fn, "__func__", fn), NOT_TO_STATIC, True)
     return fn
 
 
@@ -81,8 +87,6 @@ def convert_call(fn):
 
 
 def _function(fn: types.FunctionType):
-    if getattr(fn, NOT_TO_STATIC, False):
-        return fn
     called = _called.get(fn)
     if called is None:
         called = _decide(fn)
@@ -91,16 +95,63 @@ def _function(fn: types.FunctionType):
 
 
 def _decide(fn: types.FunctionType):
-    """What a call of `fn` calls: its converted twin, or `fn` when it stays as it is."""
+    """What a call of `fn` calls: its converted twin, or `fn` (or `fn` run unconverted,
+    `_unconverted`) when it stays as it is."""
+    if getattr(fn, NOT_TO_STATIC, False):
+        return _unconverted(fn, "it is marked with @d2s.jit.not_to_static",
+                            f"Remove @d2s.jit.not_to_static from {fn.__qualname__} so that "
+                            "its tensor-dependent `if`/`while` become cond/while ops")
     if fn.__code__ in error_map.converted_codes:  # defined inside converted code
         return fn
+    decorator = getattr(fn, markers.REAPPLY, None)
+    if decorator is not None:  # a framework decorator's wrapper: keep the decorator
+        inner = convert_call(fn.__wrapped__)
+        return fn if inner is fn.__wrapped__ else decorator(inner)
     if is_library(fn) or inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn):
         return fn
     try:
         return convert_function(fn)
     except ConversionError as e:
         log(1, f"calling {fn.__qualname__} unconverted: {e}")
-        return fn
+        return _unconverted(fn, f"it cannot be converted ({e.problem})",
+                            "Make it convertible, or compute the condition outside it")
+
+
+def _unconverted(fn: types.FunctionType, why: str, advice: str):
+    """`fn` run as written from converted code: a static Variable it uses as a Python bool
+    is an error at that line saying that `fn` is not converted, and why."""
+
+    @functools.wraps(fn)
+    def unconverted(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except VariableBoolError as e:
+            filename, lineno, source = _bool_site(e)
+            code = fn.__code__
+            raise NotConvertedError(
+                f"{fn.__qualname__} ({os.path.basename(code.co_filename)}:"
+                f"{code.co_firstlineno}) is not converted because {why}, so it runs as "
+                "plain Python while the program is traced; here it uses a static Variable "
+                f"({e.name}) as a Python bool, but its value is known only when the program "
+                "runs", filename, lineno, source,
+                f"{advice}, or write the condition with tensor ops (d2s.where, "
+                "d2s.static.nn.cond).") from None
+
+    return unconverted
+
+
+def _bool_site(error: BaseException) -> tuple:
+    """(file, line, source) of the innermost frame outside the framework in `error`'s
+    traceback: the line that used the Variable as a bool."""
+    site = (None, None, None)
+    tb = error.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if not os.path.abspath(code.co_filename).startswith(_FRAMEWORK + os.sep):
+            site = (code.co_filename, tb.tb_lineno,
+                    linecache.getline(code.co_filename, tb.tb_lineno).strip())
+        tb = tb.tb_next
+    return site
 
 
 def is_library(obj) -> bool:

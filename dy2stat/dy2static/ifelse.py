@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from dy2stat.dy2static import values
 from dy2stat.dy2static.errors import Dy2StaticError
-from dy2stat.dy2static.undefined import Undefined, UndefinedReturnValue
+from dy2stat.dy2static.undefined import (
+    AssignedFlags,
+    Undefined,
+    UndefinedReturnValue,
+    has_maybe_undefined,
+)
 from dy2stat.static import control_flow, nest
 
 
@@ -57,20 +62,58 @@ def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, name
 
 
 def _static_if(pred, true_fn, false_fn, get_state, set_state, names, where) -> None:
-    init = list(get_state())
+    entry = list(get_state())
     program = values.current_program()
     first_block = len(program.blocks)
+    # The slots whose value loops may have left unassigned: the op carries their flags.
+    maybe = {i for i, v in enumerate(entry) if has_maybe_undefined(v)}
+    while True:
+        flags = AssignedFlags(_noticing_maybe(get_state, maybe), set_state, names, maybe, entry)
+        try:
+            _trace_with_plans(pred, true_fn, false_fn, flags, where, flags.split(entry),
+                              program, first_block)
+            return
+        except _NewlyMaybe as new:  # a loop in a branch assigned it first: carry its flag
+            del program.blocks[first_block:]
+            set_state(entry)
+            maybe.add(new.slot)
+
+
+def _trace_with_plans(pred, true_fn, false_fn, flags, where, init, program,
+                      first_block) -> None:
     plans: dict[int, tuple] = {}
     while True:
         try:
-            _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, plans)
+            _trace(pred, true_fn, false_fn, flags.get, flags.set, flags.names, where, init,
+                   plans)
             return
         except _Replan as replan:
             del program.blocks[first_block:]
             if replan.slot in plans:
                 raise RuntimeError(
-                    f"cond: cannot settle the type of {names[replan.slot]}") from None
+                    f"cond: cannot settle the type of {flags.names[replan.slot]}") from None
             plans[replan.slot] = replan.plan
+
+
+class _NewlyMaybe(Exception):
+    """A branch left slot `slot` a MaybeUndefined: trace again carrying its flag."""
+
+    def __init__(self, slot: int) -> None:
+        super().__init__(slot)
+        self.slot = slot
+
+
+def _noticing_maybe(get_state, maybe: set):
+    """`get_state` that raises _NewlyMaybe for a slot outside `maybe` holding a
+    MaybeUndefined."""
+    def get():
+        state = list(get_state())
+        for i, value in enumerate(state):
+            if i not in maybe and has_maybe_undefined(value):
+                raise _NewlyMaybe(i)
+        return state
+
+    return get
 
 
 def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, plans) -> None:
@@ -172,6 +215,8 @@ class _Slot:
         if not nest.same_structure(ty, f):
             raise self._mismatch(f"{values.describe(ty)} in the true branch but "
                                  f"{values.describe(f)} in the false branch")
+        # A Python number meeting a tensor takes the tensor's dtype, as in eager arithmetic;
+        # one that does not fit it (0.5 against int32) cannot: eager gives either dtype.
         leaves = []
         for a, b in zip(nest.flatten(ty), nest.flatten(f)):
             da, db = values.dtype_of(a), values.dtype_of(b)
@@ -181,9 +226,15 @@ class _Slot:
                 if common != da:
                     self._replan_dtype(ty, common)
                 leaves.append(values.constant(b, common))
-            elif a_number and not b_number and da != db:
-                self._replan_dtype(ty, db)
+            elif a_number and not b_number:
+                if not values.fits(a, db):
+                    raise self._unfit(a, b, "true")
+                if da != db:
+                    self._replan_dtype(ty, db)
+                leaves.append(b)
             elif b_number and not a_number:
+                if not values.fits(b, da):
+                    raise self._unfit(b, a, "false")
                 leaves.append(values.constant(b, da))
             elif da != db or len(values.shape_of(a)) != len(values.shape_of(b)):
                 raise self._mismatch(f"{values.describe(a)} in the true branch but "
@@ -197,6 +248,18 @@ class _Slot:
             raise self._mismatch("a number in one branch and a tensor of another dtype in "
                                  "the other (inside a list or tuple)")
         raise _Replan(self.index, ("dtype", dtype))
+
+    def _unfit(self, number, tensor, branch: str) -> BranchMismatchError:
+        other = "false" if branch == "true" else "true"
+        label = self.name if " " in self.name else f"'{self.name}'"
+        dtype = values.dtype_of(tensor)
+        return BranchMismatchError(
+            f"{label} is {values.describe(number)} in the {branch} branch but "
+            f"{values.describe(tensor)} in the {other} branch of this tensor-dependent `if`; "
+            "a Python number takes the dtype of the tensor in the other branch only when it "
+            f"fits it ({values.FITS})", *self.where,
+            f"Give it one dtype in both branches: a number that fits {dtype}, or the tensor "
+            f"cast with .astype('{values.promote_scalar(dtype, number)}').")
 
     def _undefined(self, branch: str) -> Undefined:
         filename, lineno, _ = self.where

@@ -1,9 +1,11 @@
 """`and`, `or`, `not` and chained comparisons at run time.
 
 Operands arrive as zero-argument functions, so Python values short-circuit exactly as in
-the original (`a or f()` does not call `f` when `a` is truthy). Once an operand is a static
-Variable the result is a bool tensor (`logical_and`/`logical_or`) and the later operands are
-evaluated to build it.
+the original (`a or f()` does not call `f` when `a` is truthy). That holds after a static
+operand too: a later Python operand that decides the result (truthy for `or`, falsy for
+`and`) is returned and nothing after it runs, one that does not is skipped. Static operands
+are combined into a bool tensor (`logical_and`/`logical_or`); a lone static operand is the
+result as it is.
 """
 
 from __future__ import annotations
@@ -15,28 +17,28 @@ from dy2stat.dy2static import values
 
 def convert_logical_and(*operands):
     """`a and b and ...` with each operand given as a function."""
-    value = operands[0]()
-    for operand in operands[1:]:
-        if values.is_static(value):
-            value = _predicate(value) & _predicate(operand())
-        elif not value:
-            return value
-        else:
-            value = operand()
-    return value
+    return _chain(operands, False, operator.and_)
 
 
 def convert_logical_or(*operands):
     """`a or b or ...` with each operand given as a function."""
-    value = operands[0]()
-    for operand in operands[1:]:
+    return _chain(operands, True, operator.or_)
+
+
+def _chain(operands, decisive: bool, combine):
+    """Evaluate operands in order until a Python one whose truth is `decisive`."""
+    static = value = None
+    for operand in operands:
+        value = operand()
         if values.is_static(value):
-            value = _predicate(value) | _predicate(operand())
-        elif value:
+            static = value if static is None else _combine(combine, static, value)
+        elif bool(value) is decisive:
             return value
-        else:
-            value = operand()
-    return value
+    return value if static is None else static
+
+
+def _combine(combine, a, b):
+    return combine(values.as_predicate(a), values.as_predicate(b))
 
 
 def convert_logical_not(value):
@@ -64,24 +66,16 @@ def convert_compare(left, *rest):
     """`left op1 b op2 c ...` given as `left, 'op1', lambda: b, 'op2', lambda: c`.
 
     Each middle operand is evaluated once; like Python, a false Python result stops the
-    chain, and static results are combined with `logical_and`.
+    chain (also after a static one: it decides the result), and static results are combined
+    with `logical_and`.
     """
-    value = None
+    static = result = None
     for op, operand in zip(rest[::2], rest[1::2]):
         right = operand()
         result = _COMPARISONS[op](left, right)
-        if value is None or not (values.is_static(value) or values.is_static(result)):
-            value = result
-        else:
-            value = _predicate(value) & _predicate(result)
-        if not values.is_static(value) and not value:
-            return value
+        if values.is_static(result):
+            static = result if static is None else _combine(operator.and_, static, result)
+        elif not result:
+            return result
         left = right
-    return value
-
-
-def _predicate(value):
-    """A bool tensor for a static value, a Python bool otherwise."""
-    if values.is_static(value):
-        return values.as_predicate(value)
-    return bool(value)
+    return result if static is None else static

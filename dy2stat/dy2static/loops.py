@@ -13,20 +13,19 @@ from __future__ import annotations
 from dy2stat.dy2static import sequences, values
 from dy2stat.dy2static.errors import Dy2StaticError
 from dy2stat.dy2static.tensor_array import TensorArray
-from dy2stat.dy2static.undefined import Undefined, UndefinedReturnValue, is_undefined
+from dy2stat.dy2static.undefined import (
+    AssignedFlags,
+    Undefined,
+    UndefinedReturnValue,
+    has_maybe_undefined,
+    is_undefined,
+    maybe_undefined,
+)
 from dy2stat.static import control_flow, framework, nest
 
 
 class LoopVariableError(Dy2StaticError, TypeError):
     """A variable a tensor-dependent loop carries cannot be carried as it is."""
-
-
-class _Restart(Exception):
-    """A carried Python number must enter the loop with another dtype: build it again."""
-
-    def __init__(self, slot: int, dtype) -> None:
-        super().__init__(slot)
-        self.slot, self.dtype = slot, dtype
 
 
 def convert_while_loop(test, body, get_state=None, set_state=None, names=()):
@@ -105,35 +104,55 @@ def _static_for(seq, extra_test, body, get_state, set_state, names, where) -> No
 def _static_while(test, body, get_state, set_state, names, where) -> None:
     init = list(get_state())
     program = values.current_program()
-    first_block = len(program.blocks)
     init = _prepare(init, body, get_state, set_state, names, where, program)
-    while True:
-        try:
-            final = _build(test, body, get_state, set_state, names, where, init)
-            break
-        except _Restart as restart:
-            del program.blocks[first_block:]
-            init[restart.slot] = values.constant(init[restart.slot], restart.dtype)
-    set_state(final)
+    maybe = [i for i, v in enumerate(init) if has_maybe_undefined(v)]
+    if maybe:  # carry whether each is assigned along with it
+        state = AssignedFlags(get_state, set_state, names, maybe, init, where)
+        get_state, set_state, names, init = state.get, state.set, state.names, state.split(init)
+    set_state(_build(test, body, get_state, set_state, names, where, init))
 
 
 def _prepare(init, body, get_state, set_state, names, where, program) -> list:
-    """Entry values that a while op can carry: placeholders for values the body defines
-    first, tensor arrays for lists the body grows (both learnt from a trial of the body)."""
-    if not any(is_undefined(v) or isinstance(v, list) for v in init):
+    """Entry values that a while op can carry, learnt from a trial of the body:
+    placeholders for values the body defines first (not assigned yet: MaybeUndefined),
+    tensor arrays for lists the body grows, and for a Python number the dtype of what the
+    first iteration makes of it."""
+    if not any(is_undefined(v) or isinstance(v, list) or values.is_number(v) for v in init):
         return init
     after = _trial(body, get_state, set_state, init, program)
     prepared = list(init)
     for i, (before, now) in enumerate(zip(init, after)):
         if is_undefined(before) and values.is_tensor_like(now):
             prepared[i] = nest.pack_as(now, [values.placeholder(v) for v in nest.flatten(now)])
+            if type(before) is Undefined:  # (a return value needs no flag: do_return tells)
+                prepared[i] = maybe_undefined(prepared[i], False, names[i])
         elif isinstance(before, list) and isinstance(now, list) and len(now) != len(before):
             if before:
                 prepared[i] = TensorArray.from_list(before)
             else:
                 spec = values.Spec.of(now[0])
                 prepared[i] = TensorArray.empty(spec.shape, spec.dtype)
+        elif values.is_number(before) and values.dtype_of(now) is not None:
+            prepared[i] = values.constant(before, _number_dtype(names[i], before, now, where))
     return prepared
+
+
+def _number_dtype(name, number, now, where):
+    """The dtype a Python number carried by a loop has, from its value `now` after one
+    iteration (eager: a Python number, or a tensor the number met or was replaced by)."""
+    dtype = values.dtype_of(now)
+    if values.is_number(now):
+        return values.promote(values.dtype_of(number), dtype)
+    if not values.fits(number, dtype):
+        label = name if " " in name else f"'{name}'"
+        raise LoopVariableError(
+            f"{label} is {values.describe(number)} before this tensor-dependent loop and "
+            f"{values.describe(now)} after an iteration; a Python number carried by a loop "
+            f"takes the dtype of the tensor it becomes only when it fits it "
+            f"({values.FITS})", *where,
+            f"Give it one dtype before and in the loop: a number that fits {dtype}, or the "
+            f"tensor cast with .astype('{values.promote_scalar(dtype, number)}').")
+    return dtype
 
 
 def _trial(body, get_state, set_state, init, program) -> list:
@@ -207,8 +226,6 @@ def _check_carried(i, name, initial, before, now, carried, where) -> None:
     for a, b in zip(nest.flatten(before), nest.flatten(now)):
         da, db = values.dtype_of(a), values.dtype_of(b)
         if da != db:
-            if values.is_number(initial):
-                raise _Restart(i, values.promote(values.dtype_of(initial), db))
             raise LoopVariableError(
                 f"{label} changes dtype from {da} to {db} in the body of this "
                 "tensor-dependent loop; give it its final dtype before the loop "

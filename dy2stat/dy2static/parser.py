@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import gast
 
-from dy2stat.dy2static import origin
+from dy2stat.dy2static import markers, origin
 from dy2stat.dy2static.errors import ConversionError
 
 _ADVICE = (
@@ -30,11 +30,15 @@ class SourceInfo:
 
 
 def unwrap(fn: Callable) -> Callable:
-    """The plain function behind bound methods, static/class methods and functools.wraps."""
+    """The plain function behind bound methods, static/class methods and converted functions.
+
+    A `functools.wraps` wrapper is not looked through: it is converted as it is (its call of
+    the wrapped function is converted in turn), so the decorator keeps its effect.
+    """
     while True:
         if isinstance(fn, (staticmethod, classmethod)) or inspect.ismethod(fn):
             fn = fn.__func__
-        elif hasattr(fn, "__wrapped__"):
+        elif getattr(fn, markers.CONVERTED, False):
             fn = fn.__wrapped__
         else:
             return fn
@@ -83,11 +87,13 @@ def parse_function(fn: Callable) -> tuple[gast.FunctionDef | gast.Lambda, Source
         raise _source_error(fn, "it is not a Python function (a builtin or C extension?)")
     try:
         file_lines, _ = inspect.findsource(fn)
-        lines, first_lineno = inspect.getsourcelines(fn)
+        # Of the code object: inspect.getsourcelines(fn) would follow `__wrapped__`.
+        lines, first_lineno = inspect.getsourcelines(fn.__code__)
     except (OSError, TypeError) as e:
         raise _source_error(fn, f"its source code is not available ({e})") from None
     filename = fn.__code__.co_filename
-    if fn.__name__ == "<lambda>":
+    name = fn.__code__.co_name  # the def's own name (a wrapper's __name__ is the wrapped one's)
+    if name == "<lambda>":
         node = _find_lambda(fn, file_lines)
     else:
         try:
@@ -98,8 +104,8 @@ def parse_function(fn: Callable) -> tuple[gast.FunctionDef | gast.Lambda, Source
         if not isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef)):
             raise _source_error(fn, "its source is not a `def` statement")
         node.decorator_list = []
-    origin.resolve(node, filename, 0, file_lines, fn.__name__)
-    info = SourceInfo(filename, node.lineno, "".join(lines), file_lines, fn.__name__)
+    origin.resolve(node, filename, 0, file_lines, name)
+    info = SourceInfo(filename, node.lineno, "".join(lines), file_lines, name)
     return node, info
 
 

@@ -5,11 +5,21 @@ unassigned, so that the bodies can declare `nonlocal y`. On the Python path a us
 value raises what Python raises (UnboundLocalError naming `y`). On the static path a branch
 that defines `y` while the other does not yields an Undefined that carries the reason; using
 it raises an UndefinedVariableError naming `y`, the branch or loop and the user's line.
+
+A name first assigned in a tensor-dependent loop is assigned only if the loop runs, which
+is known when the program runs: after the loop it is a `MaybeUndefined`, a Variable that
+carries a bool Variable `assigned`. Where it is read, an `assert` op checks the flag and
+raises UnboundLocalError naming it and the loop; a path that does not read it never
+checks. `cond` and `while` ops carry the flag along with the value (`AssignedFlags`).
 """
 
 from __future__ import annotations
 
 from dy2stat.dy2static.errors import Dy2StaticError
+from dy2stat.runtime.registry import get_op
+from dy2stat.static import nest
+from dy2stat.static.builder import static_apply
+from dy2stat.static.variable import Variable
 
 
 class UndefinedVariableError(Dy2StaticError, UnboundLocalError):
@@ -87,3 +97,98 @@ class UndefinedReturnValue:
 def is_undefined(value) -> bool:
     """True for Undefined and UndefinedReturnValue."""
     return isinstance(value, (Undefined, UndefinedReturnValue))
+
+
+class MaybeUndefined(Variable):
+    """The value of `label` after tensor-dependent loops (`loops`: their (file, line,
+    source)) that assign it, which may have run zero times; `assigned` tells."""
+
+    __slots__ = ("assigned", "label", "loops")
+
+    def __init__(self, block, name: str, assigned, label: str, loops: tuple) -> None:
+        super().__init__(block, name)
+        self.assigned, self.label, self.loops = assigned, label, loops
+
+    @classmethod
+    def of(cls, value: Variable, assigned, label: str, loops: tuple) -> MaybeUndefined:
+        return cls(value.block, value.name, assigned, label, loops)
+
+    def read(self) -> Variable:
+        """The value, after an `assert` op that raises UnboundLocalError when the program
+        runs and it was never assigned."""
+        static_apply(get_op("assert"), [self.assigned],
+                     {"message": self.message(), "error": "UnboundLocalError"})
+        return Variable(self.block, self.name)
+
+    def message(self) -> str:
+        where = " and ".join(f"{filename}:{lineno} (`{source}`)"
+                             for filename, lineno, source in self.loops)
+        loops = "loop" if len(self.loops) == 1 else "loops"
+        verb = "assigns" if len(self.loops) == 1 else "assign"
+        return (f"cannot access local variable '{self.label}' where it is not associated "
+                f"with a value: the tensor-dependent {loops} at {where} that {verb} it ran "
+                "zero times")
+
+
+def maybe_undefined(value, assigned, label: str, loops: tuple = ()):
+    """`value` (a Variable, or a structure of them) as a MaybeUndefined whose `assigned`
+    is the given flag."""
+    return nest.pack_as(value, [MaybeUndefined.of(v, assigned, label, loops)
+                                if isinstance(v, Variable) else v
+                                for v in nest.flatten(value)])
+
+
+def has_maybe_undefined(value) -> bool:
+    return any(isinstance(v, MaybeUndefined) for v in nest.flatten(value))
+
+
+class AssignedFlags:
+    """State accessors in which each slot of `slots` (whose value may be a MaybeUndefined)
+    is two slots: the value, and whether it is assigned (a bool Variable, or True). A cond
+    or while op built over them carries the flags as values of their own.
+
+    `where`: the loop being built (it joins the loops that assign those slots), or None.
+    """
+
+    def __init__(self, get_state, set_state, names, slots, entry, where=None) -> None:
+        self._get, self._set, self.slots = get_state, set_state, set(slots)
+        self.names = tuple(n for i, n in enumerate(names)
+                           for n in ((n, f"whether {n} is assigned") if i in self.slots
+                                     else (n,)))
+        self._labels = {i: names[i] for i in self.slots}
+        self._loops = {i: next((v.loops for v in nest.flatten(entry[i])
+                                if isinstance(v, MaybeUndefined)), ()) for i in self.slots}
+        if where is not None:
+            for i in self.slots:
+                if where not in self._loops[i]:
+                    self._loops[i] += (where,)
+
+    def split(self, state) -> list:
+        out = []
+        for i, value in enumerate(state):
+            if i not in self.slots:
+                out.append(value)
+                continue
+            leaves = nest.flatten(value)  # a tuple assigned in a loop: one flag for all
+            maybe = [v for v in leaves if isinstance(v, MaybeUndefined)]
+            plain = [Variable(v.block, v.name) if isinstance(v, MaybeUndefined) else v
+                     for v in leaves]
+            out += [nest.pack_as(value, plain), maybe[0].assigned if maybe else True]
+        return out
+
+    def join(self, flat) -> list:
+        out, it = [], iter(flat)
+        for i in range(len(self.names) - len(self.slots)):
+            value = next(it)
+            if i in self.slots:
+                assigned = next(it)
+                if assigned is not True:
+                    value = maybe_undefined(value, assigned, self._labels[i], self._loops[i])
+            out.append(value)
+        return out
+
+    def get(self):
+        return self.split(self._get())
+
+    def set(self, flat) -> None:
+        self._set(self.join(flat))

@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 
+from dy2stat.dy2static.undefined import MaybeUndefined
 from dy2stat.runtime import dtypes
 from dy2stat.runtime.registry import get_op
 from dy2stat.static import framework
@@ -66,6 +67,22 @@ def promote(a: np.dtype, b: np.dtype) -> np.dtype:
     return dtypes.promote(a, b)
 
 
+def promote_scalar(dtype: np.dtype, number) -> np.dtype:
+    """The dtype of a tensor of `dtype` combined with the Python `number`."""
+    return dtypes.promote_scalar(np.dtype(dtype), number)
+
+
+# When a Python number can stand for a tensor of a dtype (DESIGN.md "Dtypes": a tensor
+# combined with a Python number keeps its dtype, except as said here).
+FITS = "a bool fits any dtype, an int an int or float dtype, a float a float dtype"
+
+
+def fits(number, dtype: np.dtype) -> bool:
+    """Whether the Python `number` takes the dtype of a tensor of `dtype` it meets, as in
+    eager arithmetic (so it can become a tensor of that dtype: its value is kept)."""
+    return promote_scalar(dtype, number) == np.dtype(dtype)
+
+
 class Spec:
     """The shape and dtype of a value, kept after the block that made it is gone."""
 
@@ -96,6 +113,8 @@ def describe(value) -> str:
 
 def snapshot(value):
     """A copy whose later in-place changes (list.append, x[i] = v) do not show in `value`."""
+    if isinstance(value, MaybeUndefined):
+        return MaybeUndefined.of(value, value.assigned, value.label, value.loops)
     if isinstance(value, Variable):
         return Variable(value.block, value.name)
     if hasattr(type(value), "snapshot"):  # a TensorArray
@@ -111,6 +130,7 @@ def snapshot(value):
 
 def as_predicate(pred):
     """A static predicate as a bool Variable (a number tensor tests non-zero, like Python)."""
+    pred = pred.read()
     if np.dtype(pred.dtype) != dtypes.bool_:
         pred = pred != 0
     return pred

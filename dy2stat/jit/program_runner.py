@@ -87,7 +87,10 @@ class ProgramRunner:
                 outs = parts[0][:n_out]
         scope.write_back(self.written)
         saved = [dict(zip(plans.saved_names, p[n_out:])) for p in parts]
-        results = [Tensor(a, stop_gradient=not _is_float(a)) for a in outs]
+        # As eager: an output needs a gradient when one can flow to it from an input or
+        # parameter that needs one (not when no_grad computed it, say).
+        results = [Tensor(a, stop_gradient=name not in plans.differentiable)
+                   for a, name in zip(outs, self.fetch_names)]
         params = [self.captured[n] for n in trainable]
         node_inputs = [list(inputs), params]
         op = _program_op(self, saved, plans, at)
@@ -119,6 +122,7 @@ class ProgramRunner:
         float_feeds = [n for n, need in zip(self.feed_names, needs)
                        if need and block.var(n).dtype in dtypes.FLOATS]
         wrt = float_feeds + list(trainable)
+        differentiable = runtime_backward.requires_grad(full, wrt)
         targets = [n for n in self.fetch_names if block.var(n).dtype in dtypes.FLOATS]
         seeds = []
         for name in targets:
@@ -140,6 +144,7 @@ class ProgramRunner:
         backward_program = _with_block0_ops(full, backward_ops, data=saved_names)
         plans = _Plans(wrt, targets, [None if g is None else g.name for g in grads],
                        [s.name for s in seeds], list(trainable), saved_names)
+        plans.differentiable = differentiable
         plans.forward = self._plan(("train_forward", needs, trainable), forward_program,
                                    self.feed_names, self.fetch_names + saved_names, xp)
         plans.backward = self._plan(("backward", needs, trainable), backward_program,
@@ -247,6 +252,7 @@ class _Plans:
         self.wrt, self.targets, self.grad_names = wrt, targets, grad_names
         self.seed_names, self.trainable, self.saved_names = seed_names, trainable, saved_names
         self.grad_fetches = [g for g in grad_names if g is not None]
+        self.differentiable: set[str] = set()  # the names a gradient flows through
         self.forward = self.backward = self.split = None
 
 

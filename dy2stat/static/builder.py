@@ -18,6 +18,20 @@ from dy2stat.tensor import Tensor
 _SCALARS = (int, float, bool)
 
 
+class _Recording:
+    """Whether the ops appended now take part in gradients.
+
+    ``no_grad`` entered while a program is being built turns it off: what those ops
+    compute is ``stop_gradient``, and the program's backward treats it as a constant.
+    (``no_grad`` around the call of a converted function changes the eager tape only.)
+    """
+
+    grad = True
+
+
+recording = _Recording()
+
+
 def static_apply(op, inputs, attrs):
     """Append ``op`` to the block being built and return Variables for its outputs."""
     block = framework.current_block()
@@ -25,7 +39,25 @@ def static_apply(op, inputs, attrs):
     attrs = {k: _json(v) for k, v in attrs.items()}
     result = build.append(block, op, values, attrs)
     block.ops[-1].origin = user_location()
+    if not recording.grad:
+        for var in _vars_in(result):
+            var.stop_gradient = True
     return _wrap(block, result)
+
+
+def computes_no_gradient(var: Var) -> bool:
+    """Whether ``var`` was computed by ops that take no part in gradients (under
+    ``no_grad``, or ``detach``). Data and captured variables are never such: whether
+    they need a gradient is known only when the program runs."""
+    return var.stop_gradient and not (var.is_data or var.persistable)
+
+
+def _vars_in(result):
+    if isinstance(result, Var):
+        yield result
+    elif isinstance(result, (list, tuple)):
+        for r in result:
+            yield from _vars_in(r)
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -46,7 +78,7 @@ def user_location() -> str:
 
 def _value(block: Block, x, op):
     if isinstance(x, Variable):
-        return x.desc
+        return x.read().desc
     if x is None or type(x) in _SCALARS:
         return x
     if isinstance(x, Tensor):

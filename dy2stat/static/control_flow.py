@@ -6,7 +6,7 @@ from dy2stat.runtime import dtypes, shapes
 from dy2stat.runtime.ir import Block, Operator
 from dy2stat.runtime.registry import get_op
 from dy2stat.static import framework, nest
-from dy2stat.static.builder import capture, static_apply
+from dy2stat.static.builder import capture, computes_no_gradient, recording, static_apply
 from dy2stat.static.variable import Variable
 from dy2stat.tensor import Tensor
 
@@ -55,8 +55,11 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
     true_outs = [t.name for _, t, _, _ in outs]
     false_outs = [f.name for _, _, f, _ in outs]
     captured = _free_names(true_block, true_outs) | _free_names(false_block, false_outs)
-    out_vars = [parent.create_var(shape, t.desc.dtype, name=program.unique_name("cond"))
-                for _, t, _, shape in outs]
+    # An output is stop_gradient when both branches computed it without gradients.
+    out_vars = [parent.create_var(shape, t.desc.dtype, name=program.unique_name("cond"),
+                                  stop_gradient=computes_no_gradient(t.desc)
+                                  and computes_no_gradient(f.desc))
+                for _, t, f, shape in outs]
     parent.append_op(Operator(
         "cond",
         {"Cond": [pred.name], "Input": sorted(captured)},
@@ -108,8 +111,12 @@ def while_loop(cond, body, loop_vars, name=None):
         arg_shapes = joined
     body_outs = [v.name for v in body_flat]
     captured = (_free_names(cond_block, [pred.name]) | _free_names(body_block, body_outs))
-    out_vars = [parent.create_var(shape, v.desc.dtype, name=program.unique_name("while"))
-                for v, shape in zip(initial, arg_shapes)]
+    # An output is stop_gradient when the body computes it without gradients and so was
+    # its initial value (or the loop is inside no_grad).
+    out_vars = [parent.create_var(shape, v.desc.dtype, name=program.unique_name("while"),
+                                  stop_gradient=computes_no_gradient(out.desc) and (
+                                      computes_no_gradient(v.desc) or not recording.grad))
+                for v, out, shape in zip(initial, body_flat, arg_shapes)]
     parent.append_op(Operator(
         "while",
         {"X": [v.name for v in initial], "Input": sorted(captured)},
@@ -173,7 +180,9 @@ def _as_variables(block: Block, leaves, where):
     out = []
     with framework.block_guard(block):
         for i, leaf in enumerate(leaves):
-            if isinstance(leaf, Variable) or leaf is None:
+            if isinstance(leaf, Variable):
+                out.append(leaf.read())  # what a branch yields or a loop carries is read
+            elif leaf is None:
                 out.append(leaf)
             elif isinstance(leaf, Tensor):
                 out.append(Variable(block.program.global_block(), capture(leaf).name))

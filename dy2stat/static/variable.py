@@ -6,6 +6,14 @@ from dy2stat.runtime import build
 from dy2stat.runtime.ir import Block, Var
 
 
+class VariableBoolError(TypeError):
+    """A static Variable used as a Python bool: its value is known only when the program runs."""
+
+    def __init__(self, message: str, name: str) -> None:
+        super().__init__(message)
+        self.name = name  # the Variable's
+
+
 class Variable:
     """A value of a static program; its operators append ops instead of computing."""
 
@@ -45,10 +53,10 @@ class Variable:
         self.desc.stop_gradient = bool(value)
 
     def __bool__(self):
-        raise TypeError(
+        raise VariableBoolError(
             f"a static Variable ({self.name}) cannot be used as a Python bool: its value is "
             "only known when the program runs. Convert the function with @d2s.jit.to_static, "
-            "or use d2s.static.nn.cond / d2s.static.nn.while_loop"
+            "or use d2s.static.nn.cond / d2s.static.nn.while_loop", self.name
         )
 
     def __float__(self):
@@ -61,14 +69,19 @@ class Variable:
             f"a static Variable ({self.name}) has no value; fetch it with Executor.run"
         )
 
+    def read(self) -> Variable:
+        """This value as an op reads it: itself. (A value that a loop may have left
+        unassigned first has the program check, when it runs, that it was assigned.)"""
+        return self
+
     def _assign(self, make) -> None:
         """Rebind to ``make(old)``: how ``v[i] = x`` works on a symbolic value."""
-        new = make(Variable(self.block, self.name))
+        new = make(Variable(self.block, self.read().name))
         self.block, self.name = new.block, new.name
 
     def detach(self) -> Variable:
         """A copy that gradients do not flow through."""
-        out = build.append(self.block, "assign", [self.desc], {})
+        out = build.append(self.block, "assign", [self.read().desc], {})
         out.stop_gradient = True
         return Variable(self.block, out.name)
 

@@ -15,9 +15,15 @@ def _print_kernel(xp, values, texts=(), sep=" ", end="\n"):
     print(*parts, sep=sep, end=end)
 
 
-def _assert_kernel(xp, cond, message=""):
+# What a failed ``assert`` may raise (``error``): Python's ``assert``, or what reading a
+# variable that was never assigned raises. Any other name raises AssertionError.
+_ERRORS = {"AssertionError": AssertionError, "UnboundLocalError": UnboundLocalError}
+
+
+def _assert_kernel(xp, cond, message="", error="AssertionError"):
     if not bool(to_host(cond).all()):
-        raise AssertionError(message) if message else AssertionError()
+        kind = _ERRORS.get(error, AssertionError)
+        raise kind(message) if message else kind()
 
 
 defop(
@@ -33,8 +39,9 @@ defop(
     "assert",
     inputs=("Cond",),
     outputs=(),
-    attrs={"message": ""},
+    attrs={"message": "", "error": "AssertionError"},
     kernel=_assert_kernel,
     infer=lambda cond, **_: (),
-    doc="Raise AssertionError(message) when the program runs and Cond is not all true.",
+    doc="Raise AssertionError(message) (or the `error` named, UnboundLocalError) when the "
+        "program runs and Cond is not all true.",
 )

@@ -163,11 +163,14 @@ def test_logical_helpers_short_circuit_python_values():
 def test_logical_helpers_build_bool_ops_for_static_values(program):
     x = d2s.static.data("x", [], "float32")
     both = jst.convert_logical_and(lambda: x > 0, lambda: x < 10)
-    either = jst.convert_logical_or(lambda: x < 0, lambda: True)
+    either = jst.convert_logical_or(lambda: x < 0, lambda: x > 2)
     neither = jst.convert_logical_not(x)
     chained = jst.convert_compare(0, "<", lambda: x, "<", lambda: 5)
     out = run(program, [both, either, neither, chained], x=np.array(3.0, np.float32))
     assert [bool(v) for v in out] == [True, True, False, True]
+    # A Python operand after a static one that decides the result is the result.
+    assert jst.convert_logical_or(lambda: x < 0, lambda: True) is True
+    assert jst.convert_logical_and(lambda: x < 0, lambda: 0) == 0
 
 
 # ----------------------------------------------------------------- len, shape, casts

@@ -19,7 +19,7 @@ def plain(x):
 def decorate(fn):
     @functools.wraps(fn)
     def wrapper(*args):
-        return fn(*args)
+        return fn(*args)  # marker: wrapper-return
 
     return wrapper
 
@@ -68,7 +68,9 @@ def marker_line(text):
     "fn, name, marker",
     [
         (plain, "plain", "plain-y"),
-        (decorated, "decorated", "decorated-return"),
+        # A functools.wraps wrapper is parsed as itself (converting it keeps the decorator).
+        (decorated, "wrapper", "wrapper-return"),
+        (decorated.__wrapped__, "decorated", "decorated-return"),
         (Model.forward, "forward", "method-return"),
         (Model().forward, "forward", "method-return"),
         (make_closure(3), "inner", "closure-return"),

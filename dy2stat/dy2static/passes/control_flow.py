@@ -19,7 +19,8 @@ declare `nonlocal` -- is what it changes that is live after it or read before be
 in it: for an `if` its branch outputs and what a branch reads first, for a loop its carried
 values; from the liveness annotations. An
 attribute (`self.h`) is a name of its own; a subscript (`x[0]`) stands for its container.
-A state name that may be undefined before the statement is bound to `_jst.Undefined(name)`.
+A state name that may be undefined before the statement is bound to `_jst.Undefined(name)`
+at the start of the function (where it surely is unbound).
 
 Requires: the analyses (run here), and break_continue (no `break`, `continue` or `else` on
 loops are left; a `for` may carry an EXTRA_TEST).
@@ -86,14 +87,34 @@ class _ControlFlow(transformer.Base):
         self.values_name = ctx.namer.new("values")
         self.globals: list[set[str]] = [set()]  # what the enclosing functions declare global
         self.return_values: list[str | None] = [None]  # their RETURN_VALUE
+        self.unbound: list[dict[str, None]] = [{}]  # their state names bound to Undefined
 
     def visit_FunctionDef(self, node: gast.FunctionDef) -> gast.FunctionDef:
         self.globals.append(anno.getanno(node, anno.Static.BODY_SCOPE).globals)
         self.return_values.append(anno.getanno(node, anno.Transform.RETURN_VALUE, None))
+        self.unbound.append({})
         self.generic_visit(node)
         self.globals.pop()
         self.return_values.pop()
+        node.body = self._bind_undefined(node.body, self.unbound.pop())
         return node
+
+    def _bind_undefined(self, body: list[gast.stmt], names) -> list[gast.stmt]:
+        """`y = _jst.Undefined('y')` at the start of the function (after its docstring),
+        where every local is unbound: bound later, before the statement, it would undo an
+        assignment that a path (an earlier loop, an earlier iteration) did make."""
+        bindings = []
+        for name in names:
+            bindings += templates.replace("name = helpers.Undefined(text)", name=name,
+                                          helpers=self.ctx.helpers,
+                                          text=gast.Constant(name, None))
+        if not bindings:
+            return body
+        transformer.stamp(bindings, body[0])
+        first = body[0]
+        has_docstring = isinstance(first, gast.Expr) and isinstance(first.value, gast.Constant) \
+            and isinstance(first.value.value, str)
+        return body[:1] + bindings + body[1:] if has_docstring else bindings + body
 
     def _labels(self, state: list[str]) -> gast.Tuple:
         """What the helpers call the state in messages: its names (the return value's too)."""
@@ -119,7 +140,8 @@ class _ControlFlow(transformer.Base):
             "helpers.convert_ifelse(test, if_true, if_false, get_state, set_state, names)",
             helpers=self.ctx.helpers, test=node.test, if_true=if_true, if_false=if_false,
             get_state=get_state, set_state=set_state, names=self._labels(state))
-        return self._undefined(node, state) + defs + accessors + call
+        self._undefined(node, state)
+        return defs + accessors + call
 
     def visit_While(self, node: gast.While) -> list[gast.stmt]:
         self.generic_visit(node)
@@ -132,7 +154,8 @@ class _ControlFlow(transformer.Base):
             "helpers.convert_while_loop(loop_test, loop_body, get_state, set_state, names)",
             helpers=self.ctx.helpers, loop_test=loop_test, loop_body=loop_body,
             get_state=get_state, set_state=set_state, names=self._labels(state))
-        return self._undefined(node, state) + defs + accessors + call
+        self._undefined(node, state)
+        return defs + accessors + call
 
     def visit_For(self, node: gast.For) -> list[gast.stmt]:
         self.generic_visit(node)
@@ -152,7 +175,8 @@ class _ControlFlow(transformer.Base):
             "names)", helpers=self.ctx.helpers, iterable=node.iter, extra_test=extra_test,
             loop_body=loop_body, get_state=get_state, set_state=set_state,
             names=self._labels(state))
-        return self._undefined(node, state) + defs + accessors + call
+        self._undefined(node, state)
+        return defs + accessors + call
 
     def _accessors(self, state: list[str]) -> tuple[str, str, list[gast.stmt]]:
         """The names of get_state/set_state and their defs (None and none without state)."""
@@ -164,16 +188,13 @@ class _ControlFlow(transformer.Base):
                                  **self._declared(state))
         return get_state, set_state, defs
 
-    def _undefined(self, node: gast.stmt, state: list[str]) -> list[gast.stmt]:
-        """`y = _jst.Undefined('y')` for the plain state names some path leaves unbound."""
+    def _undefined(self, node: gast.stmt, state: list[str]) -> None:
+        """Note the plain state names some path leaves unbound before `node` (the function
+        binds them to Undefined at its start)."""
         defined = anno.getanno(node, anno.Static.DEFINED_VARS_IN)
-        out = []
         for name in state:
             if name.isidentifier() and defined.maybe_undefined(name):
-                out += templates.replace("name = helpers.Undefined(text)", name=name,
-                                         helpers=self.ctx.helpers,
-                                         text=gast.Constant(name, None))
-        return out
+                self.unbound[-1][name] = None
 
 
 def _read_first(node: gast.If) -> set[QN]:

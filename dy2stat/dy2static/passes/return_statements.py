@@ -4,12 +4,12 @@
         if c:                           do_return_0 = False
             return a                    retval_0 = _jst.UndefinedReturnValue()
         b                  ->           if c:
-        return d                            do_return_0 = True
-                                            retval_0 = a
+        return d                            retval_0 = a
+                                            do_return_0 = True
                                         if not do_return_0:
                                             b
-                                            do_return_0 = True
                                             retval_0 = d
+                                            do_return_0 = True
                                         return retval_0
 
 A loop that holds a `return` also stops on the flag. Where the end of the function may be
@@ -42,7 +42,9 @@ class _Returns(transformer.Base):
 
         def replace(ret: gast.Return) -> list:
             value = ret.value if ret.value is not None else gast.Constant(None, None)
-            new = templates.replace("do_return = True\nretval = value", do_return=do_return,
+            # The value first: a `return f()` whose f raises has not returned (an
+            # enclosing `try` may catch the error and go on).
+            new = templates.replace("retval = value\ndo_return = True", do_return=do_return,
                                     retval=retval, value=value)
             transformer.stamp(new, ret)
             return new
