@@ -166,6 +166,7 @@ class TraceRecord:
         self.objects: dict = {}  # id -> non-Layer objects whose attributes were read
         self.entered: set = set()  # ids of the converted functions already recorded
         self.originals: dict = {}  # (holder id, "attr", name) -> the object first seen there
+        self.grad_mode = state.grad_enabled  # the caller's, when the trace starts
         for name, value in arguments:
             self._label(value, name)
         if instance is not None:
@@ -271,6 +272,13 @@ class TraceRecord:
             if key not in self.always:
                 self.always[key] = Entry(cell, "cell", None, value, name)
                 self._label(value, name)
+
+    def read_grad_mode(self) -> None:
+        """The trace asked whether gradients are recorded: the caller's mode is guarded."""
+        key = (id(state), "attr", "grad_enabled")
+        if key not in self.always:
+            self.always[key] = Entry(state, "attr", "grad_enabled", self.grad_mode,
+                                     "d2s.is_grad_enabled()")
 
     # --------------------------------------------------------------- writes
     def wrote_attr(self, layer: Layer, name: str) -> None:

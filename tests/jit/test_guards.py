@@ -307,3 +307,18 @@ def test_python_arguments_of_different_types_do_not_share_a_program(value):
         converted = combine(x, v)
         assert converted.dtype == eager.dtype, v
         np.testing.assert_array_equal(converted.numpy(), eager.numpy())
+
+
+def test_a_trace_that_asks_whether_gradients_are_on_is_guarded_on_it():
+    @jit.to_static
+    def maybe_noisy(x):
+        if d2s.is_grad_enabled():
+            return x * 2
+        return x * 3
+
+    x = tensor([3], seed=11)
+    np.testing.assert_allclose(maybe_noisy(x).numpy(), x.numpy() * 2, rtol=1e-6)
+    with d2s.no_grad():
+        np.testing.assert_allclose(maybe_noisy(x).numpy(), x.numpy() * 3, rtol=1e-6)
+    np.testing.assert_allclose(maybe_noisy(x).numpy(), x.numpy() * 2, rtol=1e-6)
+    assert len(maybe_noisy.program_cache) == 2
