@@ -98,12 +98,11 @@ def test_small_batches_and_the_flag_run_whole(monkeypatch):
     calls = []
     monkeypatch.setattr(batch_split, "run_halves", lambda *a: calls.append(a))
     net = jit.to_static(LeNet())
+    net(tensor([128, 1, 28, 28])).sum().backward()  # off by default
+    d2s.set_flags({"batch_parallelism": True})
     net(tensor([2, 1, 28, 28])).sum().backward()  # under MIN_ROWS
     d2s.set_flags({"batch_parallelism": False})
-    try:
-        net(tensor([64, 1, 28, 28])).sum().backward()
-    finally:
-        d2s.set_flags({"batch_parallelism": True})
+    net(tensor([128, 1, 28, 28])).sum().backward()
     assert not calls
 
 
