@@ -15,10 +15,11 @@ and back; and on a small map, pooling and elementwise ops run along the batch
 (64 values for LeNet) rather than along the map's rows (5 to 14). A NumPy
 transpose is a view, so the layout changes at the chain's ends copy nothing
 until a kernel reads them. Results equal the NCHW kernels' up to the
-rounding of sums taken in another order: the filter gradients and wide-map
-convolutions multiply in other shapes, bias gradients sum the batch last,
-and a reduction (batch norm, a global mean) of a transposed view runs over
-its memory in another order than over eager mode's NCHW array. Converted
+rounding of sums taken in another order: convolutions and filter gradients
+on maps 16 or more wide multiply in other shapes, bias gradients sum with
+the batch innermost, and a reduction (batch norm, a global mean) of a
+transposed view runs over its memory in another order than over eager
+mode's NCHW array. Converted
 Layers therefore use it only when asked (the flag, off by default;
 docs/performance.md says why it stays so).
 
