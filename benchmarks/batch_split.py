@@ -1,13 +1,15 @@
-"""Batch splitting (flag ``batch_parallelism``): a converted training step with the
-batch run as two halves on two threads, against the same step run whole.
+"""Batch splitting (flag ``batch_parallelism``, opt-in): a converted training step
+with the batch run as two halves on two threads, against the same step run whole.
 
-    python benchmarks/batch_split.py [--steps 10] [--repeats 15]
+    python benchmarks/batch_split.py [--steps 10] [--repeats 15] [--layout]
 
 For LeNet (Adam) and a 784-256-10 MLP (SGD) at several batch sizes, prints
 ms/step with splitting forced on (``MIN_WORK`` 0) and off, their ratio, and
-whether the default threshold (``batch_split.MIN_WORK``) splits that call —
-the table to read when moving the threshold to another machine. Both
-settings take turns in one run; the medians are compared.
+whether the threshold (``batch_split.MIN_WORK``) splits that call once the
+flag is on — the table to read when moving the threshold to another machine.
+Both settings take turns in one run; the medians are compared. ``--layout``
+also turns on the opt-in ``batch_minor_layout`` (the threshold was measured
+with it).
 """
 
 from __future__ import annotations
@@ -59,12 +61,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=10, help="timed steps per turn")
     parser.add_argument("--repeats", type=int, default=15, help="turns of each setting")
+    parser.add_argument("--layout", action="store_true", help="batch_minor_layout on")
     args = parser.parse_args()
-    default_work = batch_split.MIN_WORK
+    default_work, enabled = batch_split.MIN_WORK, batch_split.settings.enabled
+    d2s.set_flags({"batch_minor_layout": args.layout})
     print(f"BLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS', 'default')}; "
-          f"MIN_WORK {default_work:.0e}\n")
+          f"MIN_WORK {default_work:.0e}; batch_minor_layout {args.layout}\n")
     print(f"{'model':6s} {'batch':>5s} {'whole ms':>9s} {'split ms':>9s} {'whole/split':>11s} "
-          f"{'work':>8s}  default")
+          f"{'work':>8s}  flag on")
     batch_split.MIN_ROWS = 2
     for name, make, batches in (("LeNet", lenet, (16, 32, 48, 64, 128)),
                                 ("MLP", mlp, (32, 64, 128, 256))):
@@ -84,7 +88,7 @@ def main():
             whole, split = np.median(times[False]), np.median(times[True])
             print(f"{name:6s} {batch:5d} {whole:9.2f} {split:9.2f} {whole / split:10.2f}x "
                   f"{work:8.1e}  {'split' if work >= default_work else 'whole'}")
-    batch_split.MIN_WORK, batch_split.settings.enabled = default_work, True
+    batch_split.MIN_WORK, batch_split.settings.enabled = default_work, enabled
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@ Prints ms/step (forward + backward + Adam step) of
 - an LSTM language model whose time loop is a ``while`` on a TENSOR length
   (``while t < length`` with ``length`` a 0-D int64 tensor: one ``while`` op in the
   converted program, a Python loop of ``length`` steps in eager mode),
-eager vs converted, with the ratio. Both runs start from the same weights, and the
-script checks that their losses agree.
+eager vs converted, with the ratio, with the default flags and with the opt-in
+flag ``batch_minor_layout`` on (LeNet). Both runs start from the same weights,
+and the script checks that their losses agree: bit for bit with the default
+flags (LeNet), to 1e-4 with the opt-in layout or the LSTM's loop.
 Targets (issue 5): converted >= 1.3x faster than eager on LeNet, >= 2x on the LSTM.
 ``--profile`` prints the top cProfile entries of each configuration.
 
@@ -23,6 +25,7 @@ splitting and overlap) — set ``OPENBLAS_THREAD_TIMEOUT=4`` to compare.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import os
@@ -107,6 +110,17 @@ def trainer(make, loss_of, convert):
     return step
 
 
+@contextlib.contextmanager
+def flags_set(flags):
+    """``flags`` set for the block (plans compiled in it keep them), then restored."""
+    old = d2s.get_flags(list(flags))
+    d2s.set_flags(flags)
+    try:
+        yield
+    finally:
+        d2s.set_flags(old)
+
+
 def ms_per_step(steps_by_label: dict, steps: int, repeats: int) -> dict:
     """Best of ``repeats`` runs of ``steps`` steps, in ms per step, per label.
 
@@ -141,15 +155,19 @@ def main():
     parser.add_argument("--profile", action="store_true", help="print cProfile top entries")
     args = parser.parse_args()
 
-    cases = [
-        (f"LeNet, batch {LENET_BATCH}", lenet_case(), 1.3),
-        (f"LSTM LM, tensor-length while, b{LM_BATCH} T{LM_STEPS} h{LM_HIDDEN}", lm_case(), 2.0),
+    layout = {"batch_minor_layout": True}
+    cases = [  # name, case, target, opt-in flags, rtol of the converted losses
+        (f"LeNet, batch {LENET_BATCH}", lenet_case(), 1.3, {}, 0),
+        (f"LeNet, batch {LENET_BATCH}, batch_minor_layout on", lenet_case(), 1.3, layout, 1e-4),
+        (f"LSTM LM, tensor-length while, b{LM_BATCH} T{LM_STEPS} h{LM_HIDDEN}", lm_case(), 2.0,
+         {}, 1e-4),
     ]
     rows = []
-    for name, (make, loss_of), target in cases:
+    for name, (make, loss_of), target, flags, rtol in cases:
         eager, converted = trainer(make, loss_of, False), trainer(make, loss_of, True)
-        warm = [(eager(), converted()) for _ in range(3)]  # traces, compiles, checks losses
-        np.testing.assert_allclose([c for _, c in warm], [e for e, _ in warm], rtol=1e-4)
+        with flags_set(flags):  # the converted plans compile on the first step
+            warm = [(eager(), converted()) for _ in range(3)]  # and the losses are checked
+        np.testing.assert_allclose([c for _, c in warm], [e for e, _ in warm], rtol=rtol)
         times = ms_per_step({"eager": eager, "converted": converted}, args.steps, args.repeats)
         t_eager, t_converted = times["eager"], times["converted"]
         rows.append((name, t_eager, t_converted, target))
@@ -157,8 +175,9 @@ def main():
             profile(f"{name}, eager", eager, args.steps)
             profile(f"{name}, converted", converted, args.steps)
 
+    cpu_flags = d2s.get_flags(["inter_op_parallelism", "batch_parallelism", "batch_minor_layout"])
     print(f"\nBLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS') or 'OpenBLAS default'}; "
-          f"inter_op_parallelism: {d2s.get_flags('inter_op_parallelism')['inter_op_parallelism']}")
+          f"flags: {cpu_flags}")
     print(f"\n{'case (forward+backward+Adam)':52s} {'eager ms':>9s} {'static ms':>10s} "
           f"{'speedup':>8s} {'target':>7s}")
     for name, t_eager, t_converted, target in rows:

@@ -19,15 +19,16 @@ __all__ = ["get_flags", "set_flags"]
 _FLAGS = {
     "batch_parallelism": (
         batch_split.settings.enabled,
-        "let converted Layers run a program whose ops treat the batch rows independently "
-        "on two halves of a large enough batch at once (NumPy, two or more cores)",
+        "opt-in: let converted Layers run a program whose ops treat the batch rows "
+        "independently on two halves of a large enough batch at once (NumPy, two or more "
+        "cores); weight gradients are then two partial sums, rounded unlike eager mode's",
         lambda v: setattr(batch_split.settings, "enabled", v),
     ),
     "batch_minor_layout": (
         layout.settings.enabled,
-        "let converted Layers run convolution and pooling chains on [C, H, W, N] arrays "
-        "(NumPy; plans compiled from then on): faster on small maps, sums rounded in "
-        "another order than eager mode's",
+        "opt-in: let converted Layers run convolution and pooling chains on [C, H, W, N] "
+        "arrays (NumPy; plans compiled from then on): faster on small maps, sums rounded "
+        "in another order than eager mode's",
         lambda v: setattr(layout.settings, "enabled", v),
     ),
     "cudnn_exhaustive_search": (
@@ -43,7 +44,8 @@ _FLAGS = {
     "inter_op_parallelism": (
         codegen.overlap.enabled,
         "let compiled plans run a convolution or pooling op on a second thread while the "
-        "ops after it run (NumPy, two or more cores; plans compiled from then on)",
+        "ops after it run (NumPy, two or more cores; plans compiled from then on), when "
+        "BLAS runs on one thread: eager mode's numbers either way",
         lambda v: setattr(codegen.overlap, "enabled", v),
     ),
     "use_cudnn": (

@@ -20,15 +20,16 @@ An op outside the rules below, or used in a way they do not prove (a reshape
 that names the batch size, a softmax over the batch axis, a mean over it,
 random numbers, a write to the scope, control flow), leaves the program to
 run whole. Outputs and input gradients are computed row by row as in the
-whole run; a weight gradient adds two partial sums, which rounds
-differently (the flag ``batch_parallelism`` off gives the whole run's
-numbers; docs/performance.md says what exactness cost when tried).
+whole run (but a product of half the rows, on one BLAS thread, may round
+differently in the last bit); a weight gradient adds two partial sums, which
+rounds differently. So splitting is opt-in: the flag ``batch_parallelism``
+is off by default, and then a converted Layer computes eager mode's numbers
+(docs/performance.md says what exactness cost when tried).
 """
 
 from __future__ import annotations
 
 import copy
-import os
 from concurrent import futures
 
 import numpy
@@ -279,11 +280,12 @@ def combine(kinds: list, first: list, second: list) -> list:
 
 
 class _Settings:
-    """Whether converted Layers split batches (the flag ``batch_parallelism``);
-    only worth it with a second core."""
+    """Whether converted Layers split batches (the flag ``batch_parallelism``).
+    Off by default: a split step rounds its weight gradients differently from
+    eager mode's (see the module doc); only worth it with a second core."""
 
     def __init__(self):
-        self.enabled = (os.cpu_count() or 1) > 1
+        self.enabled = False
 
 
 settings = _Settings()

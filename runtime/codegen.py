@@ -29,7 +29,10 @@ worker thread (``_f7 = _submit(k3, xp, v1, v2)``) and is joined right before
 its first reader (``v9 = _f7.result()``). NumPy releases the GIL inside these
 kernels, so on two cores a weight gradient is computed while the input
 gradient chain goes on. The values it reads stay live (never written in
-place) until the join.
+place) until the join. Only while BLAS runs each product on one thread: a
+product's last bits depend on how many threads BLAS splits it over, so a
+plan then runs ``_submit``-ed ops on its own thread (``run_here``), with
+BLAS as eager mode finds it (see ``Plan.run``).
 
 Every identifier in the text is made here (slot numbers, namespace keys);
 program names appear only in comments, escaped with ``ascii()``, so a
@@ -46,6 +49,7 @@ import math
 import os
 import sys
 import threading
+import types
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
@@ -55,7 +59,8 @@ from dy2stat.runtime.ops.control_flow import CONTROL_FLOW
 from dy2stat.runtime.ops.conv import CHWN_FORMS
 from dy2stat.runtime.registry import get_op
 
-__all__ = ["Function", "Module", "on_worker", "overlap", "run_on_worker", "sharing_cores"]
+__all__ = ["Function", "Module", "blas_on_one_thread", "on_worker", "overlap", "run_here",
+           "run_on_worker", "sharing_cores"]
 
 # Ops whose kernel is exactly one array-module function: called directly.
 _BINARY = {
@@ -163,6 +168,36 @@ def _blas_libraries() -> tuple:
     return tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
 
 
+class _Done:
+    """A result already computed, read as a future's (``run_here``)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
+
+
+def run_here(function, *args) -> _Done:
+    """``function(*args)`` run now on this thread, as a finished future: what an
+    overlapped op does when the worker must not run it (``blas_on_one_thread``)."""
+    return _Done(function(*args))
+
+
+def blas_on_one_thread() -> bool:
+    """Whether every BLAS library of this process runs each product on one thread.
+
+    Only then may a product run on the worker thread (where ``sharing_cores``
+    keeps BLAS on one thread) and give the bits eager mode's product gives:
+    OpenBLAS rounds a product split over two threads differently in the last
+    bits. Unknown (no BLAS control found) counts as no.
+    """
+    libraries = _blas_libraries()
+    return bool(libraries) and all(lib.get_num_threads() == 1 for lib in libraries)
+
+
 def on_worker() -> bool:
     """Whether this is the worker thread (which must not wait for itself)."""
     return threading.current_thread().name.startswith(_WORKER_NAME)
@@ -231,6 +266,12 @@ class Module:
 
     def buffer(self) -> int:
         return next(self._buffers)
+
+    def run_here(self, name: str):
+        """The generated function ``name`` with its overlapped ops run on the
+        calling thread (``run_here``) instead of the worker: the same code."""
+        fn = self.ns[name]
+        return types.FunctionType(fn.__code__, {**self.ns, "_submit": run_here}, fn.__name__)
 
     def ufunc(self, name: str) -> str:
         self.ns.setdefault(name, getattr(self.xp, name))

@@ -96,6 +96,8 @@ class Plan:
         self.last_uses = {v.name: v.last_use for v in fn.values}
         self._fn = mod.ns[fn.name]
         self._uses_worker = bool(fn.joins)  # overlapped ops (see codegen)
+        if self._uses_worker:
+            self._fn_here = mod.run_here(fn.name)
         self._filename, self._line_ops = mod.filename, mod.line_ops
         self._feed_set = frozenset(self.feed_names)
         block = program.global_block()
@@ -152,10 +154,12 @@ class Plan:
                 raise RuntimeError(f"parameter {missing!r} has no value: "
                                    "run the startup program first") from None
         try:
-            if self._uses_worker:
-                with codegen.sharing_cores:
-                    return list(self._fn(S, *args, *params))
-            return list(self._fn(S, *args, *params))
+            if not self._uses_worker:
+                return list(self._fn(S, *args, *params))
+            if not codegen.blas_on_one_thread():  # eager's products, eager's bits
+                return list(self._fn_here(S, *args, *params))
+            with codegen.sharing_cores:
+                return list(self._fn(S, *args, *params))
         except Exception as exc:
             self._annotate(exc)
             raise

@@ -15,7 +15,13 @@ and back; and on a small map, pooling and elementwise ops run along the batch
 (64 values for LeNet) rather than along the map's rows (5 to 14). A NumPy
 transpose is a view, so the layout changes at the chain's ends copy nothing
 until a kernel reads them. Results equal the NCHW kernels' up to the
-rounding of sums taken in another order.
+rounding of sums taken in another order: convolutions and filter gradients
+on maps 16 or more wide multiply in other shapes, bias gradients sum with
+the batch innermost, and a reduction (batch norm, a global mean) of a
+transposed view runs over its memory in another order than over eager
+mode's NCHW array. Converted
+Layers therefore use it only when asked (the flag, off by default;
+docs/performance.md says why it stays so).
 
 For NumPy (cuDNN wants NCHW). Programs with sub-blocks come back unchanged.
 The pass runs on programs whose backward is built: asking for the gradient
@@ -34,10 +40,11 @@ __all__ = ["batch_minor_layout", "settings"]
 
 class _Settings:
     """Whether converted Layers run their NumPy plans through this pass (the flag
-    ``batch_minor_layout``; plans compiled from then on)."""
+    ``batch_minor_layout``; plans compiled from then on). Off by default: its
+    sums run in another order than eager mode's kernels (see the module doc)."""
 
     def __init__(self):
-        self.enabled = True
+        self.enabled = False
 
 
 settings = _Settings()

@@ -12,8 +12,8 @@ def test_defaults_and_reading():
     assert flags.get_flags() == {"cudnn_exhaustive_search": False, "cudnn_deterministic": False,
                                  "use_cudnn": True,
                                  "inter_op_parallelism": (os.cpu_count() or 1) > 1,
-                                 "batch_parallelism": (os.cpu_count() or 1) > 1,
-                                 "batch_minor_layout": True}
+                                 "batch_parallelism": False,  # opt-in: eager's rounding
+                                 "batch_minor_layout": False}  # by default (performance.md)
     assert flags.get_flags("FLAGS_use_cudnn") == {"FLAGS_use_cudnn": True}
     assert flags.get_flags(["cudnn_deterministic"]) == {"cudnn_deterministic": False}
     assert set(flags.describe()) == set(flags.get_flags())

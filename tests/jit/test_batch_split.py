@@ -7,11 +7,12 @@ gradients; the analysis is checked on programs it must refuse.
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 import dy2stat as d2s
 from dy2stat import jit, nn
 from dy2stat.nn import functional as F
-from dy2stat.runtime import batch_split, executor
+from dy2stat.runtime import batch_split, codegen, executor
 from dy2stat.runtime.ir import Program
 from dy2stat.runtime.passes import layout
 from dy2stat.vision.models import LeNet
@@ -97,12 +98,11 @@ def test_small_batches_and_the_flag_run_whole(monkeypatch):
     calls = []
     monkeypatch.setattr(batch_split, "run_halves", lambda *a: calls.append(a))
     net = jit.to_static(LeNet())
+    net(tensor([128, 1, 28, 28])).sum().backward()  # off by default
+    d2s.set_flags({"batch_parallelism": True})
     net(tensor([2, 1, 28, 28])).sum().backward()  # under MIN_ROWS
     d2s.set_flags({"batch_parallelism": False})
-    try:
-        net(tensor([64, 1, 28, 28])).sum().backward()
-    finally:
-        d2s.set_flags({"batch_parallelism": True})
+    net(tensor([128, 1, 28, 28])).sum().backward()
     assert not calls
 
 
@@ -254,11 +254,16 @@ def test_a_parameter_broadcasts_along_the_rows_or_the_program_runs_whole(shared,
     assert _kind_of("add", {}, extra=shared) == want
 
 
-def test_with_the_flags_off_a_large_batch_trains_as_eager_bit_for_bit(monkeypatch):
+@pytest.mark.parametrize("blas_threads", [1, 2])  # overlap on the worker, and run here
+def test_with_the_flags_off_a_large_batch_trains_as_eager_bit_for_bit(monkeypatch,
+                                                                      blas_threads):
     """Unsplit and in NCHW, a converted step runs eager's kernels on the same
-    values: the losses of a few Adam steps at batch 64 are equal, not just close."""
+    values: the losses of a few Adam steps at batch 64 are equal, not just close.
+    Overlap keeps that: its products run on the worker only while BLAS runs on
+    one thread anyway (a product split over two BLAS threads rounds otherwise)."""
     monkeypatch.setattr(batch_split.settings, "enabled", False)
     monkeypatch.setattr(layout.settings, "enabled", False)
+    monkeypatch.setattr(codegen.overlap, "enabled", True)
     rng = np.random.default_rng(13)
     x = rng.standard_normal((64, 1, 28, 28)).astype("float32")
     y = rng.integers(0, 10, (64, 1)).astype("int64")
@@ -270,12 +275,13 @@ def test_with_the_flags_off_a_large_batch_trains_as_eager_bit_for_bit(monkeypatc
             jit.to_static(net)
         opt = d2s.optimizer.Adam(parameters=net.parameters(), learning_rate=1e-2)
         loss_fn, losses[convert] = nn.CrossEntropyLoss(), []
-        for _ in range(4):
-            loss = loss_fn(net(d2s.to_tensor(x)), d2s.to_tensor(y))
-            loss.backward()
-            opt.step()
-            opt.clear_grad()
-            losses[convert].append(float(loss))
+        with threadpool_limits(limits=blas_threads, user_api="blas"):
+            for _ in range(4):
+                loss = loss_fn(net(d2s.to_tensor(x)), d2s.to_tensor(y))
+                loss.backward()
+                opt.step()
+                opt.clear_grad()
+                losses[convert].append(float(loss))
     assert losses[True] == losses[False]
 
 

@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 import dy2stat as d2s  # (importing it registers every op)
 from dy2stat.kernels import backend
@@ -541,6 +542,13 @@ def _side_branch_program():
     return p, [dw, pooled, b]
 
 
+@pytest.fixture
+def blas_threads(request):
+    """BLAS on ``request.param`` threads (default 1: overlapped ops use the worker)."""
+    with threadpool_limits(limits=getattr(request, "param", 1), user_api="blas"):
+        yield
+
+
 def _run_with_overlap(enabled, program, fetch, feed, params):
     old = codegen.overlap.enabled
     codegen.overlap.enabled = enabled
@@ -551,7 +559,7 @@ def _run_with_overlap(enabled, program, fetch, feed, params):
     return plan, plan.run(feed, Scope(dict(params)))
 
 
-def test_a_side_branch_runs_on_the_worker_with_the_same_results():
+def test_a_side_branch_runs_on_the_worker_with_the_same_results(blas_threads):
     program, fetch = _side_branch_program()
     rng = np.random.default_rng(3)
     feed = {"x": rng.standard_normal((4, 2, 8, 8)), "dy": rng.standard_normal((4, 3, 6, 6))}
@@ -566,7 +574,7 @@ def test_a_side_branch_runs_on_the_worker_with_the_same_results():
     np.testing.assert_allclose(got[1], np.exp(feed["x"]).reshape(4, 2, 4, 2, 4, 2).max((3, 5)))
 
 
-def test_a_weight_gradient_starts_before_the_input_gradient_it_follows():
+def test_a_weight_gradient_starts_before_the_input_gradient_it_follows(blas_threads):
     """A conv filter gradient listed after the input gradient (as backward emits
     them) is moved up to where its inputs are ready, so the worker computes it
     while the input gradient runs; comments and results keep the program's order."""
@@ -592,7 +600,8 @@ def test_a_weight_gradient_starts_before_the_input_gradient_it_follows():
         assert a.tobytes() == b.tobytes()
 
 
-def test_threads_switch_often_and_blas_uses_one_thread_only_while_a_plan_uses_the_worker():
+def test_threads_switch_often_and_blas_uses_one_thread_only_while_a_plan_uses_the_worker(
+        blas_threads):
     program, fetch = _side_branch_program()
     rng = np.random.default_rng(5)
     feed = {"x": rng.standard_normal((4, 2, 8, 8)), "dy": rng.standard_normal((4, 3, 6, 6))}
@@ -622,6 +631,43 @@ def test_threads_switch_often_and_blas_uses_one_thread_only_while_a_plan_uses_th
     assert [lib.get_num_threads() for lib in blas] == threads
 
 
+@pytest.mark.parametrize("blas_threads", [2], indirect=True)
+def test_with_blas_on_several_threads_overlapped_ops_run_here_as_eagerly(blas_threads):
+    """A product's last bits depend on BLAS's thread count, which the worker would
+    change: with BLAS on two threads the plan runs its overlapped ops on the
+    calling thread, BLAS left as it is, and gives the serial plan's bits."""
+    program, fetch = _side_branch_program()
+    rng = np.random.default_rng(6)
+    feed = {"x": rng.standard_normal((4, 2, 8, 8)), "dy": rng.standard_normal((4, 3, 6, 6))}
+    params = {"w": rng.standard_normal((3, 2, 3, 3))}
+    assert not codegen.blas_on_one_thread()
+    calls, threads = [], []
+    old_worker, old_here = codegen.run_on_worker, codegen.run_here
+
+    def here(function, *args):
+        threads.append([lib.get_num_threads() for lib in codegen._blas_libraries()])
+        return old_here(function, *args)
+
+    codegen.run_on_worker = lambda *a: calls.append(a)
+    codegen.run_here = here
+    try:
+        _, want = _run_with_overlap(False, program, fetch, feed, params)
+        plan, got = _run_with_overlap(True, program, fetch, feed, params)
+    finally:
+        codegen.run_on_worker, codegen.run_here = old_worker, old_here
+    assert "_submit(" in plan.source and not calls
+    assert threads == [[2] * len(codegen._blas_libraries())]
+    for g, w in zip(got, want):
+        assert g.tobytes() == w.tobytes()
+
+
+def test_blas_on_one_thread_reads_every_library():
+    with threadpool_limits(limits=1, user_api="blas"):
+        assert codegen.blas_on_one_thread()
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert not codegen.blas_on_one_thread()
+
+
 def test_an_op_moves_up_only_past_ops_it_does_not_depend_on():
     def op(type, ins, outs):
         return Operator(type, {"X": list(ins)}, {"Out": list(outs)}, {})
@@ -639,7 +685,8 @@ def test_an_op_moves_up_only_past_ops_it_does_not_depend_on():
     assert codegen._heavy_ops_early(ops) == [0, 4, 1, 2, 3, 5, 7, 9, 6, 8]
 
 
-def test_an_error_on_the_worker_names_the_op():
+@pytest.mark.parametrize("blas_threads", [1, 2], indirect=True)  # on the worker, and here
+def test_an_error_on_the_worker_names_the_op(blas_threads):
     program, fetch = _side_branch_program()
     feed = {"x": np.ones((4, 2, 8, 8)), "dy": np.ones((4, 3, 5, 5))}  # dy does not fit
     with pytest.raises(ValueError) as info:
