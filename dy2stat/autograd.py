@@ -141,25 +141,21 @@ def _key(t: Tensor):
 
 
 def _order(roots):
-    """Nodes reachable from the roots, each after every node that consumes it."""
-    order, seen = [], set()
-    stack = [(r._node, False) for r in roots if r._node is not None]
+    """Nodes reachable from the roots, newest first (each after every node that consumes
+    it: a node is made after its inputs' nodes). Gradients then add up in the order a
+    static program's backward adds them, last step first."""
+    nodes, stack = {}, [r._node for r in roots if r._node is not None]
     while stack:
-        node, done = stack.pop()
-        if done:
-            order.append(node)
+        node = stack.pop()
+        if id(node) in nodes:
             continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
+        nodes[id(node)] = node
         if node.freed:
             continue
         for x in _tensor_inputs(node):
-            if x._node is not None and id(x._node) not in seen:
-                stack.append((x._node, False))
-    order.reverse()
-    return order
+            if x._node is not None and id(x._node) not in nodes:
+                stack.append(x._node)
+    return sorted(nodes.values(), key=lambda n: n.seq, reverse=True)
 
 
 def _tensor_inputs(node):

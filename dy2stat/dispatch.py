@@ -7,6 +7,8 @@ mode): append an operator to the current block instead.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from dy2stat import device
@@ -24,9 +26,10 @@ _NO_CUPY = not backend.has_cupy()
 class Node:
     """One recorded op on the tape: what backward needs to apply its rule."""
 
-    __slots__ = ("op", "inputs", "versions", "outputs", "attrs", "need", "freed")
+    __slots__ = ("op", "inputs", "versions", "outputs", "attrs", "need", "freed", "seq")
 
     def __init__(self, op, inputs, outputs, attrs, need):
+        self.seq = next(_sequence)  # creation order: backward runs the newest first
         self.op = op
         self.inputs = inputs
         self.versions = [x._version if isinstance(x, Tensor) else None for x in inputs]
@@ -35,6 +38,8 @@ class Node:
         self.need = need
         self.freed = False
 
+
+_sequence = itertools.count()
 
 # Filled in by dy2stat.static: appends an op to the current block.
 static_apply = None
