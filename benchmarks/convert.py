@@ -189,7 +189,7 @@ def breakdown(directory, name):
         args = list(nested_inputs())
     with d2s.no_grad():
         t_convert, _ = timed(lambda: settings.convert(sf.dygraph_function))
-        t_trace, concrete = timed(lambda: sf.get_concrete_program(*args))
+        t_trace, (concrete, _) = timed(lambda: sf.get_concrete_program(*args))
         arrays = [a._data for a in args]
         t_first, _ = timed(lambda: concrete.runner.run_arrays(arrays))
         t_run = min(timed(lambda: concrete.runner.run_arrays(arrays))[0] for _ in range(20))

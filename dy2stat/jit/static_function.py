@@ -112,6 +112,14 @@ class ProgramCache:
                 return concrete
         return None
 
+    def last(self) -> tuple:
+        """``(key, (concrete_program, runner))`` of the program traced last (Paddle's)."""
+        if not self._programs:
+            raise RuntimeError("the program cache is empty: nothing has been traced yet")
+        key = next(reversed(self._programs))
+        concrete = self._programs[key][-1]
+        return key, (concrete, concrete.runner)
+
     def under(self, key) -> list[ConcreteProgram]:
         return list(self._programs.get(key, ()))
 
@@ -283,9 +291,14 @@ class StaticFunction:
     def main_program(self) -> Program:
         return self.concrete_program.main_program
 
-    def get_concrete_program(self, *args, **kwargs) -> ConcreteProgram:
-        """The program for these arguments (InputSpecs stand for tensors), traced if
-        needed but not run."""
+    def get_concrete_program(self, *args, **kwargs) -> tuple[ConcreteProgram, ProgramRunner]:
+        """``(concrete_program, runner)`` for these arguments (InputSpecs stand for
+        tensors), traced if needed but not run (as Paddle's: the runner is called with the
+        list of input tensors)."""
+        concrete = self._concrete_for_arguments(args, kwargs)
+        return concrete, concrete.runner
+
+    def _concrete_for_arguments(self, args, kwargs) -> ConcreteProgram:
         if not args and not kwargs:
             return self.concrete_program_for_specs()
         bound = self._bind(args, kwargs)
@@ -301,6 +314,8 @@ class StaticFunction:
         if not specs:
             return self.concrete_program
         return self._trace_from_specs(specs)
+
+    concrete_program_specify_input_spec = concrete_program_for_specs  # Paddle's name
 
     def _trace_from_specs(self, specs) -> ConcreteProgram:
         examples = [arguments.example_value(s) for s in specs]

@@ -129,12 +129,15 @@ def test_get_concrete_program_from_specs_without_running():
     def affine(x, bias):
         return x * 2 + bias
 
-    concrete = affine.get_concrete_program(InputSpec([None, 3], "float32"), 1.0)
+    concrete, runner = affine.get_concrete_program(InputSpec([None, 3], "float32"), 1.0)
     assert [v.shape for v in concrete.inputs] == [[-1, 3]]
     assert len(affine.program_cache) == 1
     x = tensor([5, 3])
-    np.testing.assert_allclose(concrete.runner([x])[0].numpy(), x.numpy() * 2 + 1, rtol=1e-6)
+    np.testing.assert_allclose(runner([x])[0].numpy(), x.numpy() * 2 + 1, rtol=1e-6)
     assert affine.program_cache.concrete_programs() == [concrete]
+    assert affine.program_cache.last()[1][0] is concrete
+    np.testing.assert_allclose(affine(x, 1.0).numpy(), x.numpy() * 2 + 1, rtol=1e-6)
+    assert len(affine.program_cache) == 2  # a call without a spec: [5, 3] exactly
 
 
 def test_the_cache_size_limit_falls_back_to_eager_with_a_warning(caplog):
