@@ -346,7 +346,8 @@ class Model:
     def save(self, path: str, training: bool = True) -> None:
         """``training=True``: ``{path}.pdparams`` (the network's state) and, with an
         optimizer, ``{path}.pdopt`` (its state): safetensors files keyed by
-        structured names (see ``dy2stat.hapi.checkpoint``). ``training=False``:
+        structured names, written all or nothing (see ``dy2stat.hapi.checkpoint``).
+        ``training=False``:
         the inference program and parameters (``{path}.json`` and
         ``{path}.safetensors``, as ``jit.save``), built from the ``inputs`` specs;
         ``d2s.jit.load(path)`` runs it without the model's source."""
@@ -356,10 +357,8 @@ class Model:
         if not training:
             self._adapter.save_inference(path)
             return
-        checkpoint.write(f"{path}.pdparams", self._adapter.state_arrays())
-        if self._optimizer is not None:
-            arrays, scheduler = self._adapter.optimizer_state()
-            checkpoint.write(f"{path}.pdopt", arrays, scheduler)
+        optimizer_state = None if self._optimizer is None else self._adapter.optimizer_state()
+        checkpoint.write(path, self._adapter.state_arrays(), optimizer_state)
 
     def load(self, path: str, skip_mismatch: bool = False, reset_optimizer: bool = False) -> None:
         """Load what ``save(path)`` wrote: the network's state from ``{path}.pdparams``
@@ -369,7 +368,8 @@ class Model:
         entry keeps its value."""
         if path.endswith(".pdparams"):
             path = path[: -len(".pdparams")]
-        arrays, _ = checkpoint.read(f"{path}.pdparams")
+        arrays, opt_state = checkpoint.read(
+            path, optimizer=not reset_optimizer and self._optimizer is not None)
         matched, skipped = {}, []
         for key, target in self.network.state_dict().items():
             value = arrays.get(key)
@@ -390,10 +390,9 @@ class Model:
             warnings.warn(f"Model.load: skip loading {key}: {problem}", stacklevel=2)
             skipped.append(key)
         self._adapter.load_state(matched)
-        opt_path = f"{path}.pdopt"
-        if reset_optimizer or self._optimizer is None or not os.path.isfile(opt_path):
+        if opt_state is None:
             return
-        opt_arrays, scheduler = checkpoint.read(opt_path)
+        opt_arrays, scheduler = opt_state
         opt_arrays = {k: v for k, v in opt_arrays.items()
                       if not any(k.startswith(name + "_") for name in skipped)}
         self._adapter.load_optimizer_state(opt_arrays, scheduler)
