@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import reprlib
 
-__all__ = ["QUOTE_LIMIT", "describe_kind", "printable", "quote"]
+__all__ = ["QUOTE_LIMIT", "describe_kind", "field_key", "printable", "quote"]
 
 # The most characters of one name or value an error message quotes.
 QUOTE_LIMIT = 200
@@ -33,6 +33,15 @@ def _short_repr(limit: int) -> reprlib.Repr:
     short.maxlist = short.maxtuple = short.maxdict = short.maxset = 8
     short.maxlevel = 4
     return short
+
+
+def field_key(key) -> str:
+    """A key from a file as one part of a field path (``blocks[0].ops[3].attrs.KEY``):
+    as it is when short and plain, else quoted."""
+    text = str(key)
+    if len(text) <= 60 and text.isprintable() and "." not in text and "[" not in text:
+        return text
+    return quote(text, 60)
 
 
 def printable(text: str, limit: int | None = None) -> str:

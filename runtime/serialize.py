@@ -38,7 +38,7 @@ import numpy as np
 
 from dy2stat.runtime import atomic, dtypes, shapes, verify
 from dy2stat.runtime.ir import Block, Operator, Program, Var
-from dy2stat.runtime.quoting import describe_kind, quote
+from dy2stat.runtime.quoting import describe_kind, field_key, quote
 
 FORMAT = "dy2stat.program"
 # Version 2 added "params_sha256"; version 1 files (no digest) still load.
@@ -349,7 +349,7 @@ class _ProgramReader:
         for key in value:
             if key not in keys:
                 known = ", ".join(sorted(keys))
-                self.fail(_join(field, _key(key)), f"unknown field (known: {known})")
+                self.fail(_join(field, field_key(key)), f"unknown field (known: {known})")
         for key in required:
             if key not in value:
                 self.fail(_join(field, key), "missing")
@@ -485,7 +485,7 @@ class _ProgramReader:
                              f"got {_kind(raw)}")
         result = {}
         for key, value in raw.items():
-            sf = f"{field}.{_key(key)}"
+            sf = f"{field}.{field_key(key)}"
             names = self.list_of(value, sf)
             for i, n in enumerate(names):
                 self.name(n, f"{sf}[{i}]")
@@ -495,7 +495,7 @@ class _ProgramReader:
     def attrs(self, raw, field) -> dict:
         if not isinstance(raw, dict):
             self.fail(field, f"expected an object, got {_kind(raw)}")
-        return {key: self.attr_value(value, f"{field}.{_key(key)}", 0)
+        return {key: self.attr_value(value, f"{field}.{field_key(key)}", 0)
                 for key, value in raw.items()}
 
     def attr_value(self, value, field, depth):
@@ -514,7 +514,7 @@ class _ProgramReader:
             self.fail(field, "expected a tagged value, an object with one key "
                              "(float, tuple, dict, dtype or ndarray)")
         (tag, inner), = value.items()
-        tf = f"{field}.{_key(tag)}"
+        tf = f"{field}.{field_key(tag)}"
         if tag == "float":
             if inner not in _NONFINITE:
                 self.fail(tf, f"expected 'inf', '-inf' or 'nan', got {_short(inner)}")
@@ -525,7 +525,7 @@ class _ProgramReader:
         if tag == "dict":
             if not isinstance(inner, dict) or not all(isinstance(k, str) for k in inner):
                 self.fail(tf, f"expected an object, got {_kind(inner)}")
-            return {k: self.attr_value(v, f"{tf}.{_key(k)}", depth + 1)
+            return {k: self.attr_value(v, f"{tf}.{field_key(k)}", depth + 1)
                     for k, v in inner.items()}
         if tag == "dtype":
             if not isinstance(inner, str) or inner not in _DTYPES:
@@ -575,12 +575,6 @@ def _join(field, key):
 
 def _short(value) -> str:
     return quote(value, 60)
-
-
-def _key(key) -> str:
-    """A key from the file as a part of a field path (quoted when long or odd)."""
-    text = str(key)
-    return text if len(text) <= 60 and text.isprintable() and "." not in text else quote(text, 60)
 
 
 def _cut(text: str, limit: int) -> str:
@@ -646,7 +640,7 @@ def params_with_metadata(data, source: str = "<params>") -> tuple[dict, dict]:
         array = np.frombuffer(view, dtype=dtype.newbyteorder("<"), count=count,
                               offset=start + begin).reshape(shape)
         if dtype == dtypes.bool_ and count and array.view(np.uint8).max() > 1:
-            raise FormatError(source, f"header.{_key(name)}",
+            raise FormatError(source, f"header.{field_key(name)}",
                               "a bool tensor holds bytes other than 0 and 1")
         if view.readonly or not array.flags.aligned or not array.dtype.isnative:
             array = array.astype(dtype, order="C", copy=True)
@@ -676,7 +670,7 @@ def _tensor_entries(header: dict, data_size: int, source) -> list:
     for name, entry in header.items():
         if name == "__metadata__":
             continue
-        field = f"header.{_key(name)}"
+        field = f"header.{field_key(name)}"
         if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data_offsets"}:
             raise FormatError(source, field, "expected an object with dtype, shape and "
                                              f"data_offsets, got {_short(entry)}")
@@ -706,7 +700,7 @@ def _tensor_entries(header: dict, data_size: int, source) -> list:
     for begin, stop, name in sorted(spans):
         if begin != end:
             what = "overlaps another tensor" if begin < end else "leaves a gap before it"
-            raise FormatError(source, f"header.{_key(name)}.data_offsets",
+            raise FormatError(source, f"header.{field_key(name)}.data_offsets",
                               f"{what} (the data must be tiled without gaps or overlaps)")
         end = stop
     if end != data_size:
