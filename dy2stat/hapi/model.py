@@ -31,6 +31,7 @@ The same script runs in three ways:
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 
 import numpy as np
@@ -39,6 +40,7 @@ from dy2stat.hapi import checkpoint
 from dy2stat.hapi.callbacks import config_callbacks
 from dy2stat.hapi.data import _batch_size, _loader, _num_forward_inputs, _numpy, _steps, _to_list
 from dy2stat.hapi.dynamic_adapter import _DynamicAdapter
+from dy2stat.hapi.interrupt import CtrlC
 from dy2stat.hapi.static_adapter import _StaticAdapter, _wants_static
 from dy2stat.hapi.summary import _summary
 from dy2stat.metric import Metric
@@ -93,6 +95,7 @@ class Model:
         self._metrics: list[Metric] = []
         self.stop_training = False
         self.history: dict | None = None
+        self._ctrl_c: CtrlC | None = None  # while fit runs
         self._adapter = self._make_adapter()
 
     def _make_adapter(self):
@@ -228,6 +231,8 @@ class Model:
             samples += batch_size
             logs["step"], logs["batch_size"] = step, batch_size
             cbks.on_batch_end(mode, step, logs)
+            if self._ctrl_c is not None and self._ctrl_c.requested:
+                break
         if mode == "train" and accumulate > 1 and (step + 1) % accumulate != 0:
             self._adapter.flush_gradients()
         result = dict(logs)
@@ -254,6 +259,10 @@ class Model:
         ``save_freq`` epochs and ``{save_dir}/final``. ``verbose``: 0 silent, 1 a
         progress bar per epoch, 2 a line every ``log_freq`` steps.
         ``accumulate_grad_batches``: update every that many batches (dynamic mode).
+
+        Ctrl-C stops training after the batch in progress, with one line on
+        stderr and a checkpoint ``{save_dir}/interrupted`` (a second Ctrl-C
+        stops at once, without one); ``fit`` then returns the history so far.
 
         Returns the history (also kept as ``model.history``): for every epoch
         the mean training loss (``"loss"``, one list per epoch, one value per
@@ -285,23 +294,54 @@ class Model:
         self.stop_training = False
         cbks.on_begin("train")
         logs: dict = {}
-        for epoch in range(epochs):
-            cbks.on_epoch_begin(epoch)
-            logs = self._run_one_epoch(train_loader, cbks, "train", accumulate_grad_batches)
-            cbks.on_epoch_end(epoch, logs)
-            for name in names:
-                if name in logs:
-                    history[name].append(logs[name])
-            if eval_loader is not None and ((epoch + 1) % eval_freq == 0
-                                            or epoch == epochs - 1):
-                eval_logs = self._evaluate_with(eval_loader, cbks)
-                for name in names:
-                    if name in eval_logs:
-                        history.setdefault(f"eval_{name}", []).append(eval_logs[name])
-            if self.stop_training:
-                break
+        epoch = 0
+        with CtrlC() as ctrl_c:
+            self._ctrl_c = ctrl_c
+            try:
+                for epoch in range(epochs):
+                    cbks.on_epoch_begin(epoch)
+                    logs = self._run_one_epoch(train_loader, cbks, "train",
+                                               accumulate_grad_batches)
+                    if ctrl_c.requested:
+                        break
+                    cbks.on_epoch_end(epoch, logs)
+                    for name in names:
+                        if name in logs:
+                            history[name].append(logs[name])
+                    if eval_loader is not None and ((epoch + 1) % eval_freq == 0
+                                                    or epoch == epochs - 1):
+                        eval_logs = self._evaluate_with(eval_loader, cbks)
+                        for name in names:
+                            if name in eval_logs:
+                                history.setdefault(f"eval_{name}", []).append(eval_logs[name])
+                    if self.stop_training or ctrl_c.requested:
+                        break
+            except KeyboardInterrupt:  # a second Ctrl-C, or one fit could not defer
+                self._interrupted(cbks, save_dir, epoch, epochs, {}, mid_step=True)
+                return history
+            finally:
+                self._ctrl_c = None
+            if ctrl_c.requested:
+                with ctrl_c.held():
+                    self._interrupted(cbks, save_dir, epoch, epochs, logs, mid_step=False,
+                                      steps=logs.get("step", -1) + 1)
+                return history
         cbks.on_end("train", logs)
         return history
+
+    def _interrupted(self, cbks, save_dir, epoch, epochs, logs, mid_step: bool,
+                     steps: int = 0) -> None:
+        """Ctrl-C stopped fit: the callbacks' interrupt hook (a checkpoint when there is a
+        save_dir, unless a step was cut) and one line on stderr."""
+        cbks.on_train_interrupt({**logs, "epoch": epoch, "mid_step": mid_step})
+        where = f"in epoch {epoch + 1}/{epochs}" + ("" if mid_step else f" after {steps} steps")
+        if mid_step:
+            saved = "in the middle of a step, so no checkpoint was saved"
+        elif save_dir:
+            saved = f"saved a checkpoint to {os.path.join(save_dir, 'interrupted')}"
+        else:
+            saved = "no save_dir, so no checkpoint"
+        print(f"Model.fit: stopped by Ctrl-C {where}; {saved}", file=sys.stderr, flush=True)
 
     def evaluate(self, eval_data, batch_size: int = 1, log_freq: int = 10, verbose: int = 2,
                  num_workers: int = 0, callbacks=None) -> dict:
