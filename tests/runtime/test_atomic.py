@@ -41,11 +41,12 @@ def leftovers(folder) -> list[str]:
 
 
 # A process that saves generation after generation until it is killed; its parent
-# (this helper) kills it at a random moment, checks what is on disk, and reports.
-# Flushes to disk are slowed down a little (only here) so that the kills land
-# in every step of a save, not only in the encoding before the first write.
+# (this helper) checks what is on disk after each kill, and reports. Each child
+# kills itself (SIGKILL) at a random one of the file-system calls a save makes --
+# creating, flushing, renaming, removing a file -- so that the kills land in every
+# step of a save, the same ones on every run.
 KILLER = textwrap.dedent("""
-    import json, os, random, signal, sys, time
+    import json, os, random, signal, sys
     from tests.runtime.test_atomic import generation, loaded_generation, leftovers
     from dy2stat.runtime import serialize as S
 
@@ -53,22 +54,29 @@ KILLER = textwrap.dedent("""
     prefix = os.path.join(folder, "net")
     S.save_model(prefix, *generation(0)[:1], ["x"], ["y"], generation(0)[1])
     rng = random.Random(17)
-    fsync = os.fsync
     results, done = [], 0
     for kill in range(kills):
-        first = done + 1
-        child_seed = rng.random()
+        first, kill_at = done + 1, rng.randint(1, 40)
         pid = os.fork()
         if pid == 0:
-            slow = random.Random(child_seed)
-            os.fsync = lambda fd: (time.sleep(slow.uniform(0, 0.002)), fsync(fd))
+            calls = 0
+
+            def hooked(call):
+                def hook(*args, **kwargs):
+                    global calls
+                    calls += 1
+                    if calls == kill_at:
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    return call(*args, **kwargs)
+                return hook
+
+            for name in ("open", "fsync", "replace", "unlink", "listdir"):
+                setattr(os, name, hooked(getattr(os, name)))
             k = first
             while True:
                 program, params = generation(k)
                 S.save_model(prefix, program, ["x"], ["y"], params)
                 k += 1
-        time.sleep(rng.uniform(0.0005, 0.012))
-        os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         stray = leftovers(folder)
         recorded = json.load(open(prefix + ".json"))["params_sha256"]
