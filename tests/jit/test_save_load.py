@@ -204,3 +204,15 @@ def test_a_loaded_model_holds_its_parameters_without_a_second_copy(tmp_path):
     opt = d2s.optimizer.SGD(learning_rate=0.1, parameters=loaded.parameters())
     loaded(d2s.randn([2, 1024])).mean().backward()
     opt.step()  # the views are writable
+
+
+def test_errors_about_a_feed_quote_its_name_in_a_few_hundred_characters(tmp_path):
+    _small_saved(tmp_path)
+    doc = json.loads((tmp_path / "net.json").read_text())
+    old = doc["feed"][0]
+    text = (tmp_path / "net.json").read_text().replace(json.dumps(old), json.dumps("x" * 10**6))
+    (tmp_path / "net.json").write_text(text)
+    loaded = jit.load(str(tmp_path / "net"))
+    with pytest.raises(ValueError) as info:
+        loaded(d2s.randn([2, 7]))
+    assert len(str(info.value)) < 600 and "1,000,000 characters" in str(info.value)
