@@ -9,7 +9,9 @@ the learning-rate scheduler's state as JSON in the file's metadata
 safetensors (the format of ``dy2stat.runtime.serialize.save_params``): loading
 them never runs code. Keys use structured names, not the parameters' unique
 runtime names (``linear_3.w_0``), so a checkpoint loads into a network built
-again in another process, in dynamic or static mode alike.
+again in another process, in dynamic or static mode alike. The two files are
+one save: ``.pdopt`` records the SHA-256 of ``.pdparams`` (``params_sha256`` in
+its metadata) and they are written all or nothing (``runtime/atomic.py``).
 """
 
 from __future__ import annotations
