@@ -39,6 +39,7 @@ from dy2stat.runtime.dtypes import (
     int64,
     uint8,
 )
+from dy2stat.state_io import load, save
 from dy2stat.static import disable_static, enable_static, in_static_mode
 from dy2stat.tensor import Tensor
 

@@ -1,4 +1,11 @@
-"""The ``dy2stat`` command line: demo, transpile, export, inspect, run."""
+"""The ``dy2stat`` command line: demo, transpile, export, inspect, run.
+
+No command prints a traceback. Every failure is one line on stderr,
+``dy2stat COMMAND: error: ...``, and the exit status says what failed: 2 for
+the command's input (arguments, files, a model file that fails to import or
+convert), 1 for a run-time error of the program (an op that fails, an
+``assert``), 130 for Ctrl-C. ``DY2STAT_TRACEBACK=1`` shows the traceback too.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +13,14 @@ import argparse
 import ast
 import copy
 import importlib.util
-import json
+import io
 import os
 import re
 import shutil
 import subprocess
 import sys
 import textwrap
+import traceback
 import types
 
 import gast
@@ -22,12 +30,20 @@ import dy2stat
 from dy2stat import demo, program_view
 from dy2stat.dy2static import convert, origin, parser, transformer
 from dy2stat.dy2static.errors import Dy2StaticError
-from dy2stat.runtime import serialize
+from dy2stat.runtime import atomic, dtypes, serialize
+from dy2stat.runtime.quoting import printable
 from dy2stat.static import InputSpec
+
+# The longest error line the command prints.
+_LINE_LIMIT = 600
 
 
 class UserError(Exception):
-    """A mistake in the command's input: reported as one line, no traceback."""
+    """A mistake in the command's input: one line, exit status 2."""
+
+
+class ProgramError(Exception):
+    """A run-time error of the program: one line, exit status 1."""
 
 
 def _demo(args) -> int:
@@ -58,8 +74,8 @@ def _transpile(args) -> int:
         for qualname, node, code, _ in converted:
             print(f"# {path}:{node.lineno}  {qualname}\n{code}")
         return 0
-    with open(args.output, "w", encoding="utf-8") as f:
-        f.write(_standalone_module(tree, source, lines, converted, path))
+    _check_output(args.output)
+    atomic.write(args.output, _standalone_module(tree, source, lines, converted, path).encode())
     print(f"wrote {args.output} ({len(converted)} converted: "
           f"{', '.join(q for q, *_ in converted)})", file=sys.stderr)
     return 0
@@ -227,9 +243,32 @@ def load_module(path: str, name: str = "dy2stat_user_model"):
         spec.loader.exec_module(module)
     except SyntaxError as exc:
         raise UserError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+    except Exception as exc:  # noqa: BLE001  (whatever the model file raises)
+        raise UserError(_in_user_code(exc, path, "importing it failed")) from None
     finally:
         sys.path.remove(directory)
     return module
+
+
+def _in_user_code(exc: BaseException, path: str, what: str) -> str:
+    """One line for an exception raised by the user's file: where (the deepest line
+    of ``path`` in the traceback, or a converted function's line), what failed, why."""
+    if isinstance(exc, Dy2StaticError):
+        where = f"{exc.filename}:{exc.lineno}" if exc.filename and exc.lineno else path
+        advice = f". {exc.advice}" if exc.advice else ""
+        return f"{where}: {' '.join(exc.problem.split()).rstrip('.')}{advice}"
+    where = path
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if os.path.abspath(frame.filename) == os.path.abspath(path):
+            where = f"{path}:{frame.lineno}"
+    return f"{where}: {what}: {_describe(exc)}"
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: first line of the message``."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def _export(args) -> int:
@@ -239,12 +278,18 @@ def _export(args) -> int:
     specs = [parse_input_spec(s) for s in args.input_spec or []]
     if not specs:
         raise UserError("give at least one --input-spec NAME:DTYPE[DIMS]")
+    _check_output(f"{args.output}.json")
     module = load_module(path)
     obj = getattr(module, object_name, None)
     if obj is None:
         raise UserError(f"{path}: no object named {object_name!r}")
-    model = _instantiate(obj, path, object_name)
-    dy2stat.jit.save(model, args.output, input_spec=specs)
+    try:
+        model = _instantiate(obj, path, object_name)
+        dy2stat.jit.save(model, args.output, input_spec=specs)
+    except (UserError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # noqa: BLE001  (the model's own code failed)
+        raise UserError(_in_user_code(exc, path, f"saving {object_name} failed")) from None
     print(f"wrote {args.output}.json and {args.output}.safetensors")
     return 0
 
@@ -274,8 +319,10 @@ def _inspect(args) -> int:
         raise UserError(
             "--svg needs the Graphviz 'dot' program, which is not installed "
             "(Debian/Ubuntu: apt-get install graphviz; macOS: brew install graphviz)")
+    if args.svg:
+        _check_output(args.svg)
     if args.format == "json":
-        print(serialize.program_to_json(program, feeds, fetches))
+        print(program_view.json_text(program, feeds, fetches))
     elif args.format == "dot":
         print(program_view.dot(program, feeds, fetches))
     else:
@@ -285,17 +332,21 @@ def _inspect(args) -> int:
                                 input=program_view.dot(program, feeds, fetches),
                                 text=True, capture_output=True)
         if result.returncode != 0:
-            raise UserError(f"dot failed: {result.stderr.strip()}")
+            raise UserError(f"dot failed: {result.stderr.strip() or result.returncode}")
         print(f"wrote {args.svg}", file=sys.stderr)
     return 0
 
 
 def _load(path):
-    for suffix in (".json", ".safetensors"):
-        if not os.path.exists(path + suffix):
-            raise UserError(f"{path + suffix}: no such file (PATH is the prefix given to "
-                            "jit.save, without .json)")
-    return serialize.load_model(path)
+    return serialize.load_model(_prefix(path))
+
+
+def _prefix(path) -> str:
+    """The saved model at ``path``: a prefix, PREFIX.json or a folder holding one."""
+    try:
+        return serialize.model_prefix(path, "no saved model")
+    except FileNotFoundError as exc:
+        raise UserError(str(exc).removeprefix("no saved model: ")) from None
 
 
 # ------------------------------------------------------------------------- run
@@ -304,7 +355,18 @@ def _run(args) -> int:
         dy2stat.set_device(args.device)
     layer = _load_layer(args.path)
     inputs = _read_inputs(args.input, layer.feed_names)
-    outputs = layer(*[dy2stat.to_tensor(inputs[n]) for n in layer.feed_names])
+    output = None
+    if args.output:
+        output = _output_file(args.output, ".npy" if len(layer.fetch_names) == 1 else ".npz")
+    try:
+        outputs = layer(*[dy2stat.to_tensor(inputs[n]) for n in layer.feed_names])
+    except Exception as exc:  # noqa: BLE001
+        where = _failed_op(exc)
+        if where is None:  # refused before any op ran: the inputs do not fit
+            raise
+        kind = "assertion failed" if isinstance(exc, AssertionError) else type(exc).__name__
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise ProgramError(f"{where}: {kind}" + (f": {message}" if message else "")) from None
     outputs = outputs if isinstance(outputs, list) else [outputs]
     arrays = [o.numpy() for o in outputs]
     for name, array in zip(layer.fetch_names, arrays):
@@ -312,19 +374,52 @@ def _run(args) -> int:
         if array.size and array.dtype.kind in "fiu":
             summary = (f"  min {array.min():.6g}  max {array.max():.6g}  "
                        f"mean {array.mean():.6g}")
-        print(f"{name}: {array.dtype}{list(array.shape)}{summary}")
-    if args.output:
+        print(f"{printable(name, 200)}: {array.dtype}{list(array.shape)}{summary}")
+    if output:
+        buffer = io.BytesIO()
         if len(arrays) == 1:
-            np.save(args.output, arrays[0])
+            np.save(buffer, arrays[0])
         else:
-            np.savez(args.output, **dict(zip(layer.fetch_names, arrays)))
-        print(f"wrote {args.output}", file=sys.stderr)
+            np.savez(buffer, **dict(zip(layer.fetch_names, arrays)))
+        os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+        atomic.write(output, buffer.getvalue())
+        print(f"wrote {output}", file=sys.stderr)
     return 0
 
 
+_NOTE = re.compile(r"while running (.+) of the static program")
+
+
+def _failed_op(exc: BaseException) -> str | None:
+    """The op the executor noted on a run-time error (``block 0, op 6 (gather)``)."""
+    for note in getattr(exc, "__notes__", ()):
+        match = _NOTE.fullmatch(note)
+        if match:
+            return match[1]
+    return None
+
+
 def _load_layer(path):
-    _load(path)  # file checks with a friendly message first
-    return dy2stat.jit.load(path)
+    return dy2stat.jit.load(_prefix(path))
+
+
+def _check_output(path: str) -> None:
+    """An output path whose folder exists (or can be made): not under a file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        raise UserError(f"{path}: cannot write it: {folder} is a file, not a folder")
+    if os.path.isdir(path):
+        raise UserError(f"{path}: is a folder; give a file name")
+
+
+def _output_file(path: str, suffix: str) -> str:
+    """The file ``-o`` writes: ``path``, with ``suffix`` added as NumPy would."""
+    if not path.endswith(suffix):
+        path += suffix
+    _check_output(path)
+    return path
 
 
 def _read_inputs(items, feed_names) -> dict:
@@ -336,16 +431,43 @@ def _read_inputs(items, feed_names) -> dict:
         if name not in feed_names:
             raise UserError(f"--input {name!r}: the program has no input named {name!r} "
                             f"(its inputs: {', '.join(feed_names)})")
-        if not os.path.exists(file):
-            raise UserError(f"--input {name}: {file}: no such file")
-        try:
-            inputs[name] = np.load(file, allow_pickle=False)
-        except ValueError as exc:
-            raise UserError(f"--input {name}: {file}: not a .npy array ({exc})") from None
+        inputs[name] = _read_npy(f"--input {name}: {file}", file)
     missing = [n for n in feed_names if n not in inputs]
     if missing:
         raise UserError(f"missing --input for {', '.join(missing)} (give NAME=FILE.npy)")
     return inputs
+
+
+def _read_npy(what: str, file: str) -> np.ndarray:
+    """A ``.npy`` array, its header checked against the file before it is read."""
+    if os.path.isdir(file):
+        raise UserError(f"{what}: is a folder, not a .npy file")
+    if not os.path.exists(file):
+        raise UserError(f"{what}: no such file")
+    size = os.path.getsize(file)
+    if size == 0:
+        raise UserError(f"{what}: the file is empty, not a .npy array")
+    try:
+        with open(file, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                      else np.lib.format.read_array_header_2_0)
+            shape, _, dtype = header(f)
+            need = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            if need > size - f.tell():
+                raise UserError(f"{what}: the header declares {dtype}{list(shape)} "
+                                f"({need:,} bytes) but the file holds {size - f.tell():,} "
+                                "(truncated?)")
+        array = np.load(file, allow_pickle=False)
+    except UserError:
+        raise
+    except (ValueError, OSError, EOFError) as exc:
+        raise UserError(f"{what}: not a .npy array ({_describe(exc)})") from None
+    if not isinstance(array, np.ndarray) or array.dtype not in dtypes.ALL:
+        kind = array.dtype if isinstance(array, np.ndarray) else type(array).__name__
+        raise UserError(f"{what}: a {kind} array; dy2stat reads "
+                        f"{dtypes.names(dtypes.ALL)}")
+    return array
 
 
 # ---------------------------------------------------------------------- parser
@@ -416,18 +538,36 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "run", None) is None:
-        parser.print_help()
-        return 0
+        parser.print_help(sys.stderr)
+        return 2
     try:
         return args.run(args) or 0
     except BrokenPipeError:  # the output was piped into a program that stopped reading
         sys.stderr.close()
         return 0
-    except (UserError, serialize.FormatError, ValueError, TypeError, RuntimeError,
-            FileNotFoundError, json.JSONDecodeError) as exc:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"dy2stat {args.command}: error: {message}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        return _fail(args.command, "interrupted", 130)
+    except ProgramError as exc:
+        return _fail(args.command, str(exc), 1, exc)
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(args.command, f"{where}{exc.strerror or _describe(exc)}", 2, exc)
+    except (UserError, ValueError, TypeError, RuntimeError) as exc:  # FormatError too
+        text = str(exc).strip()
+        return _fail(args.command, text.splitlines()[0] if text else type(exc).__name__, 2, exc)
+    except Exception as exc:  # noqa: BLE001  (a bug in dy2stat: still one line)
+        return _fail(args.command, f"internal error: {_describe(exc)} (please report it; "
+                                   "DY2STAT_TRACEBACK=1 shows where)", 1, exc)
+
+
+def _fail(command: str, message: str, status: int, exc: BaseException | None = None) -> int:
+    if exc is not None and os.environ.get("DY2STAT_TRACEBACK"):
+        traceback.print_exception(exc)
+    line = printable(" ".join(message.split()))
+    if len(line) > _LINE_LIMIT:
+        line = line[: _LINE_LIMIT - 30] + f"... ({len(line):,} characters)"
+    print(f"dy2stat {command}: error: {line}", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import numpy
 from dy2stat.runtime import codegen, shapes
 from dy2stat.runtime.codegen import Function, Module
 from dy2stat.runtime.ir import Program
+from dy2stat.runtime.quoting import quote
 
 __all__ = ["Executor", "Plan", "Scope", "compile"]
 
@@ -41,7 +42,7 @@ class Scope:
         try:
             return self._values[name]
         except KeyError:
-            raise KeyError(f"the scope has no value named {name!r}") from None
+            raise KeyError(f"the scope has no value named {quote(name)}") from None
 
     def __setitem__(self, name: str, value) -> None:
         self._values[name] = value
@@ -136,7 +137,7 @@ class Plan:
             if type(a) is not self._ndarray:
                 a = self._as_array(name, a, dtype)
             if a.dtype is not dtype and a.dtype != dtype:
-                raise TypeError(f"feed {name!r}: expected {dtype}, got {a.dtype}")
+                raise TypeError(f"feed {quote(name)}: expected {dtype}, got {a.dtype}")
             s = a.shape
             if len(s) != ndim:
                 _shape_error(name, shape, s)
@@ -151,7 +152,7 @@ class Plan:
                 params = self._load(S)
             except KeyError:
                 missing = next(n for n in self.persistables if n not in S)
-                raise RuntimeError(f"parameter {missing!r} has no value: "
+                raise RuntimeError(f"parameter {quote(missing)} has no value: "
                                    "run the startup program first") from None
         try:
             if not self._uses_worker:
@@ -170,17 +171,17 @@ class Plan:
         try:
             return self.xp.asarray(value)
         except Exception as exc:
-            raise TypeError(f"feed {name!r}: cannot make an array of "
-                            f"{type(value).__name__}: {exc}") from None
+            raise TypeError(f"feed {quote(name)}: cannot make an array of "
+                            f"{type(value).__name__}: {str(exc)[:300]}") from None
 
     def _feed_mismatch(self, feeds) -> None:
         missing = [n for n in self.feed_names if n not in feeds]
         unknown = [n for n in feeds if n not in self._feed_set]
         if missing:
-            raise ValueError(f"feed {missing[0]!r} is missing (this plan takes "
-                             f"{list(self.feed_names)})")
-        raise ValueError(f"feed {unknown[0]!r} is not an input of this plan (it takes "
-                         f"{list(self.feed_names)})")
+            raise ValueError(f"feed {quote(missing[0])} is missing (this plan takes "
+                             f"{quote(list(self.feed_names))})")
+        raise ValueError(f"feed {quote(unknown[0])} is not an input of this plan (it takes "
+                         f"{quote(list(self.feed_names))})")
 
     def _annotate(self, exc: Exception) -> None:
         """Name the op that failed (the deepest frame in generated code)."""
@@ -198,7 +199,7 @@ class Plan:
 
 
 def _shape_error(name, expected, got):
-    raise ValueError(f"feed {name!r}: expected shape {shapes.fmt(expected)}, "
+    raise ValueError(f"feed {quote(name)}: expected shape {shapes.fmt(expected)}, "
                      f"got {shapes.fmt(got)}")
 
 
@@ -221,10 +222,10 @@ def compile(program: Program, feed_names, fetch_names, xp=numpy,  # noqa: A001
     block = program.global_block()
     for name in feed_names:
         if name not in block.vars:
-            raise ValueError(f"feed {name!r}: the program has no variable named {name!r}")
+            raise ValueError(f"feed {quote(name)}: the program has no variable of that name")
     for name in fetch_names:
         if block.find_var(name) is None:
-            raise ValueError(f"fetch {name!r}: the program has no variable named {name!r}")
+            raise ValueError(f"fetch {quote(name)}: the program has no variable of that name")
     mod = Module(program, xp)
     fn = Function(mod, "block_0", list(block.ops), [block], feed_names, fetch_names,
                   overlap_ops=xp is numpy and (codegen.overlap.enabled if overlap is None
@@ -235,10 +236,10 @@ def compile(program: Program, feed_names, fetch_names, xp=numpy,  # noqa: A001
         if var is not None and var.persistable:
             persistables.append(name)
         elif var is not None and var.is_data:
-            raise ValueError(f"feed {name!r} is missing: the program reads data variable "
-                             f"{name!r} (fed: {feed_names})")
+            raise ValueError(f"feed {quote(name)} is missing: the program reads data variable "
+                             f"{quote(name)} (fed: {quote(list(feed_names))})")
         else:
-            raise ValueError(f"variable {name!r} is read before any op defines it "
+            raise ValueError(f"variable {quote(name)} is read before any op defines it "
                              "(it is not fed, not a parameter and not computed earlier)")
     fn.emit(persistable_params=set(persistables), copy_scope_results=True)
     source = mod.source()

@@ -7,12 +7,18 @@ The formats are documented in ``docs/format.md``. In short:
   attrs are plain JSON values, with tagged objects for what JSON lacks
   (``{"float": "inf"}``, ``{"tuple": [...]}``, ``{"dtype": "float32"}``, ...);
 - parameters are a safetensors file (raw little-endian tensor bytes and a JSON
-  header), read with ``safetensors.numpy``.
+  header), written with ``safetensors.numpy`` and read as views of one buffer
+  after its header is checked (a file loads in memory about its own size);
+- ``save_model`` writes the pair all or nothing (``runtime/atomic.py``): the
+  program records the parameters file's SHA-256 (``params_sha256``) and
+  ``load_model`` refuses a program and parameters from different saves.
 
 Nothing in a file is ever executed: no pickle, no eval/exec, no imports by
 name. Loading validates every field and every cross-reference and fails with
 one error type, :class:`FormatError`, whose message names the file and the
-field, e.g. ``model.json: blocks[0].ops[3].type: unknown op type 'foo'``.
+field, e.g. ``model.json: blocks[0].ops[3].type: unknown op type 'foo'``;
+names and values from the file are quoted in at most ~200 characters
+(``runtime/quoting.py``).
 This module checks the document as JSON (each field's type, var
 declarations, block headers, feed/fetch names, attr encodings) and the
 parameters against the program; what the program means (op types, slots,
@@ -27,16 +33,17 @@ import json
 import math
 import os
 import struct
-import tempfile
 
 import numpy as np
 
-from dy2stat.runtime import dtypes, shapes, verify
+from dy2stat.runtime import atomic, dtypes, shapes, verify
 from dy2stat.runtime.ir import Block, Operator, Program, Var
+from dy2stat.runtime.quoting import describe_kind, field_key, quote
 
 FORMAT = "dy2stat.program"
-VERSION = 1
-SUPPORTED_VERSIONS = (1,)
+# Version 2 added "params_sha256"; version 1 files (no digest) still load.
+VERSION = 2
+SUPPORTED_VERSIONS = (1, 2)
 PARAMS_FORMAT = "dy2stat.params"
 PARAMS_VERSION = "1"
 
@@ -44,12 +51,16 @@ PARAMS_VERSION = "1"
 MAX_ATTR_DEPTH = 32
 
 _DTYPES = {str(d): d for d in dtypes.ALL}
-_PROGRAM_KEYS = {"format", "version", "random_seed", "feed", "fetch", "blocks"}
+_PROGRAM_KEYS = {"format", "version", "random_seed", "feed", "fetch", "params_sha256",
+                 "blocks"}
 _BLOCK_KEYS = {"idx", "parent_idx", "vars", "ops"}
 _VAR_KEYS = {"name", "shape", "dtype", "persistable", "is_data", "stop_gradient"}
 _VAR_FLAGS = ("persistable", "is_data", "stop_gradient")
 _OP_KEYS = {"type", "inputs", "outputs", "attrs"}
 _NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+# The longest reason or field path an error carries (names in them are quoted
+# shorter still; this bounds what a message can grow to).
+_MESSAGE_LIMIT = 2000
 
 
 class FormatError(ValueError):
@@ -61,6 +72,7 @@ class FormatError(ValueError):
     """
 
     def __init__(self, source: str, field: str, reason: str):
+        field, reason = _cut(str(field), _MESSAGE_LIMIT // 4), _cut(str(reason), _MESSAGE_LIMIT)
         self.source, self.field, self.reason = str(source), field, reason
         where = f"{self.source}: {field}: " if field else f"{self.source}: "
         super().__init__(where + reason)
@@ -72,17 +84,21 @@ class FormatError(ValueError):
 # --------------------------------------------------------------------- saving
 
 
-def program_to_dict(program: Program, feed_names=None, fetch_names=None) -> dict:
+def program_to_dict(program: Program, feed_names=None, fetch_names=None,
+                    params_sha256: str | None = None) -> dict:
     """The JSON document for ``program`` (plain dicts/lists, ready for ``json.dumps``).
 
-    ``feed_names``/``fetch_names`` are stored as ``"feed"``/``"fetch"`` when given.
-    Raises ``TypeError`` naming the op and attr when an attr value has no JSON form.
+    ``feed_names``/``fetch_names`` are stored as ``"feed"``/``"fetch"`` and the
+    parameters file's digest as ``"params_sha256"`` when given. Raises
+    ``TypeError`` naming the op and attr when an attr value has no JSON form.
     """
     doc: dict = {"format": FORMAT, "version": VERSION, "random_seed": int(program.random_seed)}
     if feed_names is not None:
         doc["feed"] = [_name(n, "feed") for n in feed_names]
     if fetch_names is not None:
         doc["fetch"] = [_name(n, "fetch") for n in fetch_names]
+    if params_sha256 is not None:
+        doc["params_sha256"] = params_sha256
     blocks = []
     for block in program.blocks:
         blocks.append({
@@ -96,51 +112,67 @@ def program_to_dict(program: Program, feed_names=None, fetch_names=None) -> dict
     return doc
 
 
-def program_to_json(program: Program, feed_names=None, fetch_names=None) -> str:
+def program_to_json(program: Program, feed_names=None, fetch_names=None,
+                    params_sha256: str | None = None) -> str:
     """``program_to_dict`` as JSON text (one field per line, readable in a diff)."""
-    doc = program_to_dict(program, feed_names, fetch_names)
+    doc = program_to_dict(program, feed_names, fetch_names, params_sha256)
     return json.dumps(doc, indent=1, allow_nan=False, ensure_ascii=False) + "\n"
 
 
 def save_program(path, program: Program, feed_names, fetch_names) -> None:
-    """Write ``program`` with its feed and fetch names to ``path`` (JSON)."""
+    """Write ``program`` with its feed and fetch names to ``path`` (JSON), atomically.
+
+    A program saved alone records no parameters digest; ``save_model`` writes
+    the program and its parameters as one save."""
     text = program_to_json(program, list(feed_names), list(fetch_names))
-    _write_atomic(path, text.encode("utf-8"))
+    atomic.write(path, text.encode("utf-8"))
 
 
-def save_params(path, params: dict) -> None:
-    """Write ``{name: array}`` to ``path`` as safetensors (0-d and bool arrays included)."""
+def params_to_bytes(params: dict, metadata: dict | None = None) -> bytes:
+    """``{name: array}`` as safetensors bytes (0-d and bool arrays included), with
+    ``metadata`` (strings) beside the format's own keys."""
     import safetensors.numpy
 
     tensors = {}
     for name, value in params.items():
         if not isinstance(name, str) or not name:
-            raise TypeError(f"save_params: parameter names must be non-empty strings, got {name!r}")
+            raise TypeError("save_params: parameter names must be non-empty strings, "
+                            f"got {quote(name)}")
         array = np.asarray(value)
         if not array.flags.c_contiguous:
             array = array.copy(order="C")  # (np.ascontiguousarray would make 0-d arrays 1-d)
         if array.dtype not in dtypes.ALL:
             raise TypeError(
-                f"save_params: parameter {name!r} has unsupported dtype {array.dtype} "
+                f"save_params: parameter {quote(name)} has unsupported dtype {array.dtype} "
                 f"(supported: {dtypes.names(dtypes.ALL)})"
             )
         tensors[name] = array
-    metadata = {"format": PARAMS_FORMAT, "version": PARAMS_VERSION}
-    _write_atomic(path, safetensors.numpy.save(tensors, metadata=metadata))
+    metadata = {**(metadata or {}), "format": PARAMS_FORMAT, "version": PARAMS_VERSION}
+    return safetensors.numpy.save(tensors, metadata=metadata)
+
+
+def save_params(path, params: dict) -> None:
+    """Write ``{name: array}`` to ``path`` as safetensors, atomically."""
+    atomic.write(path, params_to_bytes(params))
 
 
 def save_model(path_prefix, program: Program, feed_names, fetch_names, params: dict) -> None:
-    """``{prefix}.json`` (the program) and ``{prefix}.safetensors`` (its parameters)."""
+    """``{prefix}.json`` (the program) and ``{prefix}.safetensors`` (its parameters),
+    written as one save: all or nothing, the program recording the parameters'
+    SHA-256 (see ``runtime/atomic.py``)."""
+    path_prefix = os.fspath(path_prefix)
     check_params(program, params, f"{path_prefix}.safetensors")
-    save_program(f"{path_prefix}.json", program, feed_names, fetch_names)
-    save_params(f"{path_prefix}.safetensors", params)
+    data = params_to_bytes(params)
+    text = program_to_json(program, list(feed_names), list(fetch_names), atomic.digest(data))
+    atomic.write_pair(f"{path_prefix}.safetensors", data, f"{path_prefix}.json",
+                      text.encode("utf-8"))
 
 
 def _name(value, what):
     if hasattr(value, "name") and not isinstance(value, str):
         value = value.name
     if not isinstance(value, str):
-        raise TypeError(f"{what} names must be strings or variables, got {value!r}")
+        raise TypeError(f"{what} names must be strings or variables, got {quote(value)}")
     return value
 
 
@@ -161,7 +193,7 @@ def _op_to_dict(op: Operator, where: str) -> dict:
         try:
             attrs[key] = encode_attr(value)
         except TypeError as e:
-            raise TypeError(f"{where} ({op.type}): attr {key!r}: {e}") from None
+            raise TypeError(f"{where} ({op.type}): attr {quote(key)}: {e}") from None
     return {
         "type": op.type,
         "inputs": {slot: list(names) for slot, names in op.inputs.items()},
@@ -190,7 +222,7 @@ def encode_attr(value):
     if isinstance(value, dict):
         for k in value:
             if not isinstance(k, str):
-                raise TypeError(f"dict attr keys must be strings, got {k!r}")
+                raise TypeError(f"dict attr keys must be strings, got {quote(k)}")
         return {"dict": {k: encode_attr(v) for k, v in value.items()}}
     if isinstance(value, np.dtype):
         return {"dtype": str(value)}
@@ -202,21 +234,7 @@ def encode_attr(value):
             "shape": list(value.shape),
             "data": [encode_attr(v) for v in value.ravel().tolist()],
         }}
-    raise TypeError(f"a {type(value).__name__} attr value cannot be saved ({value!r})")
-
-
-def _write_atomic(path, data: bytes) -> None:
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    raise TypeError(f"a {type(value).__name__} attr value cannot be saved ({quote(value)})")
 
 
 # -------------------------------------------------------------------- loading
@@ -227,9 +245,17 @@ def load_program(path) -> tuple[Program, list[str], list[str]]:
 
     A malformed file raises :class:`FormatError`; a missing file ``OSError``.
     """
+    return _read_program_file(path)[:3]
+
+
+def _read_program_file(path):
+    """``(program, feed, fetch, params_sha256 or None)`` from a program file."""
+    source = os.fspath(path)
     with open(path, "rb") as f:
         data = f.read()
-    return program_from_json(data, source=os.fspath(path))
+    reader = _ProgramReader(source)
+    program, feed, fetch = reader.read(parse_json(data, source))
+    return program, feed, fetch, reader.params_sha256
 
 
 def program_from_json(text, source: str = "<program>") -> tuple[Program, list[str], list[str]]:
@@ -282,7 +308,7 @@ def parse_json(text, source: str):
             '(non-finite numbers are written {"float": "inf"})'
         ) from None
     except _JSONDuplicate as e:
-        reason = f"invalid JSON: the key {e.args[0]!r} appears twice"
+        reason = f"invalid JSON: the key {quote(e.args[0])} appears twice"
         raise FormatError(source, "", reason) from None
     except RecursionError:
         raise FormatError(source, "", "invalid JSON: nested too deeply") from None
@@ -298,7 +324,7 @@ class _JSONDuplicate(Exception):
     pass
 
 
-_kind = verify.describe_kind
+_kind = describe_kind
 
 
 def _is_int(value) -> bool:
@@ -310,6 +336,7 @@ class _ProgramReader:
 
     def __init__(self, source: str):
         self.source = str(source)
+        self.params_sha256: str | None = None
 
     def fail(self, field: str, reason: str):
         raise FormatError(self.source, field, reason)
@@ -322,7 +349,7 @@ class _ProgramReader:
         for key in value:
             if key not in keys:
                 known = ", ".join(sorted(keys))
-                self.fail(_join(field, key), f"unknown field (known: {known})")
+                self.fail(_join(field, field_key(key)), f"unknown field (known: {known})")
         for key in required:
             if key not in value:
                 self.fail(_join(field, key), "missing")
@@ -348,7 +375,7 @@ class _ProgramReader:
         seen = set()
         for i, n in enumerate(names):
             if n in seen:
-                self.fail(f"{field}[{i}]", f"{n!r} is listed twice")
+                self.fail(f"{field}[{i}]", f"{quote(n)} is listed twice")
             seen.add(n)
         return names
 
@@ -360,15 +387,15 @@ class _ProgramReader:
         if doc.get("format") != FORMAT:
             if "format" not in doc:
                 self.fail("format", f"missing (expected {FORMAT!r}; is this a dy2stat program?)")
-            self.fail("format", f"expected {FORMAT!r}, got {doc['format']!r}")
+            self.fail("format", f"expected {FORMAT!r}, got {quote(doc['format'])}")
         version = doc.get("version")
         if "version" not in doc:
             self.fail("version", "missing")
         if not _is_int(version):
             self.fail("version", f"expected an integer, got {_kind(version)}")
         if version not in SUPPORTED_VERSIONS:
-            self.fail("", f"version {version} is not supported "
-                          f"(this dy2stat reads version {VERSION})")
+            self.fail("", f"version {version} is not supported (this dy2stat reads versions "
+                          f"{' and '.join(map(str, SUPPORTED_VERSIONS))})")
         self.obj(doc, "", _PROGRAM_KEYS, ("format", "version", "blocks"))
 
         program = Program()
@@ -376,6 +403,12 @@ class _ProgramReader:
         if not _is_int(seed):
             self.fail("random_seed", f"expected an integer, got {_kind(seed)}")
         program.random_seed = seed
+        digest = doc.get("params_sha256")
+        if digest is not None and (version < 2 or not _is_sha256(digest)):
+            reason = ("the field is new in version 2" if version < 2
+                      else f"expected 64 lowercase hex digits, got {quote(digest)}")
+            self.fail("params_sha256", reason)
+        self.params_sha256 = digest
 
         raw_blocks = self.list_of(doc["blocks"], "blocks")
         if not raw_blocks:
@@ -394,7 +427,8 @@ class _ProgramReader:
         for what, names in (("feed", feed), ("fetch", fetch)):
             for i, n in enumerate(names):
                 if n not in glob.vars:
-                    self.fail(f"{what}[{i}]", f"{n!r} is not a variable of the global block")
+                    self.fail(f"{what}[{i}]",
+                              f"{quote(n)} is not a variable of the global block")
         self.run_verifier(program, feed)
         program.bump()
         return program, feed, fetch
@@ -405,7 +439,7 @@ class _ProgramReader:
         idx, parent = raw["idx"], raw["parent_idx"]
         if not _is_int(idx) or idx != i:
             self.fail(f"{field}.idx", f"expected {i} (blocks are listed in index order), "
-                                      f"got {idx!r}")
+                                      f"got {quote(idx)}")
         if not _is_int(parent):
             self.fail(f"{field}.parent_idx", f"expected an integer, got {_kind(parent)}")
         if i == 0 and parent != -1:
@@ -421,7 +455,8 @@ class _ProgramReader:
             self.obj(raw, vf, _VAR_KEYS, ("name", "shape", "dtype"))
             name = self.name(raw["name"], f"{vf}.name")
             if name in block.vars:
-                self.fail(f"{vf}.name", f"variable {name!r} is defined twice in block {block.idx}")
+                self.fail(f"{vf}.name",
+                          f"variable {quote(name)} is defined twice in block {block.idx}")
             shape = raw["shape"]
             if not isinstance(shape, list) or not all(_is_int(d) and d >= -1 for d in shape):
                 self.fail(f"{vf}.shape", f"expected a list of ints >= -1, got {_short(shape)}")
@@ -450,7 +485,7 @@ class _ProgramReader:
                              f"got {_kind(raw)}")
         result = {}
         for key, value in raw.items():
-            sf = f"{field}.{key}"
+            sf = f"{field}.{field_key(key)}"
             names = self.list_of(value, sf)
             for i, n in enumerate(names):
                 self.name(n, f"{sf}[{i}]")
@@ -460,7 +495,8 @@ class _ProgramReader:
     def attrs(self, raw, field) -> dict:
         if not isinstance(raw, dict):
             self.fail(field, f"expected an object, got {_kind(raw)}")
-        return {key: self.attr_value(value, f"{field}.{key}", 0) for key, value in raw.items()}
+        return {key: self.attr_value(value, f"{field}.{field_key(key)}", 0)
+                for key, value in raw.items()}
 
     def attr_value(self, value, field, depth):
         if depth > MAX_ATTR_DEPTH:
@@ -478,7 +514,7 @@ class _ProgramReader:
             self.fail(field, "expected a tagged value, an object with one key "
                              "(float, tuple, dict, dtype or ndarray)")
         (tag, inner), = value.items()
-        tf = f"{field}.{tag}"
+        tf = f"{field}.{field_key(tag)}"
         if tag == "float":
             if inner not in _NONFINITE:
                 self.fail(tf, f"expected 'inf', '-inf' or 'nan', got {_short(inner)}")
@@ -489,14 +525,15 @@ class _ProgramReader:
         if tag == "dict":
             if not isinstance(inner, dict) or not all(isinstance(k, str) for k in inner):
                 self.fail(tf, f"expected an object, got {_kind(inner)}")
-            return {k: self.attr_value(v, f"{tf}.{k}", depth + 1) for k, v in inner.items()}
+            return {k: self.attr_value(v, f"{tf}.{field_key(k)}", depth + 1)
+                    for k, v in inner.items()}
         if tag == "dtype":
             if not isinstance(inner, str) or inner not in _DTYPES:
                 self.fail(tf, f"unknown dtype {_short(inner)}")
             return _DTYPES[inner]
         if tag == "ndarray":
             return self.ndarray(inner, tf)
-        self.fail(field, f"unknown tag {tag!r} (known: float, tuple, dict, dtype, ndarray)")
+        self.fail(field, f"unknown tag {quote(tag)} (known: float, tuple, dict, dtype, ndarray)")
 
     def ndarray(self, raw, field):
         self.obj(raw, field, {"dtype", "shape", "data"}, ("dtype", "shape", "data"))
@@ -536,62 +573,140 @@ def _join(field, key):
     return f"{field}.{key}" if field else key
 
 
-def _short(value, limit=60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _short(value) -> str:
+    return quote(value, 60)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 30] + f"... ({len(text):,} characters)"
+
+
+def _is_sha256(value) -> bool:
+    return (isinstance(value, str) and len(value) == 64
+            and all(c in "0123456789abcdef" for c in value))
 
 
 # ----------------------------------------------------------------- parameters
 
+# safetensors dtype codes: those dy2stat reads, and names for the others' errors
+_ST_DTYPES = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "I32": "int32",
+              "I64": "int64", "F16": "float16", "F32": "float32", "F64": "float64"}
+_ST_OTHERS = {"U16": "uint16", "U32": "uint32", "U64": "uint64", "BF16": "bfloat16",
+              "F8_E4M3": "float8_e4m3", "F8_E5M2": "float8_e5m2", "C64": "complex64"}
+# The largest header safetensors itself accepts.
+_MAX_HEADER = 100_000_000
+
 
 def load_params(path, program: Program | None = None) -> dict:
-    """``{name: array}`` from a safetensors file; checked against ``program`` if given."""
+    """``{name: array}`` from a safetensors file; checked against ``program`` if given.
+
+    The arrays are views of one buffer of the file's size (no second copy)."""
     source = os.fspath(path)
-    with open(path, "rb") as f:
-        data = f.read()
-    params = params_from_bytes(data, source)
+    params = params_from_bytes(atomic.read_data(source, None)[0], source)
     if program is not None:
         check_params(program, params, source)
     return params
 
 
-def params_from_bytes(data: bytes, source: str = "<params>") -> dict:
-    """``{name: array}`` from safetensors bytes, validated (header, dtypes, offsets)."""
-    import safetensors.numpy
+def params_from_bytes(data, source: str = "<params>") -> dict:
+    """``{name: array}`` from safetensors bytes, validated (header, dtypes, offsets).
 
-    data = bytes(data)
+    Every declared size is checked against what the data holds before anything is
+    allocated. From a writable buffer (``bytearray``) the arrays are views of it;
+    from ``bytes`` they are copies."""
+    return params_with_metadata(data, source)[0]
+
+
+def params_with_metadata(data, source: str = "<params>") -> tuple[dict, dict]:
+    """``({name: array}, metadata)`` from safetensors bytes (see ``params_from_bytes``)."""
+    view = memoryview(data).cast("B")
     bad = "not a valid safetensors file"
-    if len(data) < 8:
-        raise FormatError(source, "", f"{bad} (truncated?): {len(data)} bytes")
-    (size,) = struct.unpack("<Q", data[:8])
-    if size > len(data) - 8:
+    if len(view) < 8:
+        raise FormatError(source, "", f"{bad} (truncated?): {len(view)} bytes")
+    (size,) = struct.unpack("<Q", view[:8])
+    if size > len(view) - 8 or size > _MAX_HEADER:
         raise FormatError(source, "", f"{bad} (truncated?): the header claims {size} bytes, "
-                                      f"the file has {len(data) - 8} after the size field")
-    header = parse_json(data[8 : 8 + size], f"{source} (header)")
+                                      f"the file has {len(view) - 8} after the size field")
+    header = parse_json(bytes(view[8 : 8 + size]), f"{source} (header)")
     if not isinstance(header, dict):
         raise FormatError(source, "header", f"expected an object, got {_kind(header)}")
-    meta = header.get("__metadata__", {})
-    if not isinstance(meta, dict):
-        raise FormatError(source, "header.__metadata__", f"expected an object, got {_kind(meta)}")
+    metadata = header.get("__metadata__", {})
+    _check_params_metadata(metadata, source)
+    start = 8 + size
+    entries = _tensor_entries(header, len(view) - start, source)
+    params = {}
+    for name, dtype, shape, begin in entries:
+        count = math.prod(shape)
+        array = np.frombuffer(view, dtype=dtype.newbyteorder("<"), count=count,
+                              offset=start + begin).reshape(shape)
+        if dtype == dtypes.bool_ and count and array.view(np.uint8).max() > 1:
+            raise FormatError(source, f"header.{field_key(name)}",
+                              "a bool tensor holds bytes other than 0 and 1")
+        if view.readonly or not array.flags.aligned or not array.dtype.isnative:
+            array = array.astype(dtype, order="C", copy=True)
+        params[name] = array
+    return params, metadata
+
+
+def _check_params_metadata(meta, source) -> None:
+    field = "header.__metadata__"
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise FormatError(source, field, "expected an object of strings, "
+                                         f"got {_kind(meta)}")
     if "format" in meta and meta["format"] != PARAMS_FORMAT:
-        raise FormatError(source, "header.__metadata__.format",
+        raise FormatError(source, f"{field}.format",
                           f"expected {PARAMS_FORMAT!r}, got {_short(meta['format'])}")
     if "version" in meta and meta["version"] != PARAMS_VERSION:
         raise FormatError(source, "", f"parameter format version {_short(meta['version'])} is "
                                       f"not supported (this dy2stat reads version "
                                       f"{PARAMS_VERSION})")
-    try:
-        params = safetensors.numpy.load(data)
-    except BaseException as e:  # the Rust reader raises its own types, a panic included
-        if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
-            raise
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise FormatError(source, "", f"{bad} (truncated?): {reason}") from None
-    for name, array in params.items():
-        if array.dtype not in dtypes.ALL:
-            raise FormatError(source, "", f"parameter {name!r} has unsupported dtype "
-                                          f"{array.dtype} (supported: {dtypes.names(dtypes.ALL)})")
-    return params
+
+
+def _tensor_entries(header: dict, data_size: int, source) -> list:
+    """``[(name, dtype, shape, begin)]`` of the header's tensors, each checked: a known
+    dtype, a shape of ints, offsets that hold exactly its bytes, and together the
+    offsets tile the data without gaps or overlaps (as the format requires)."""
+    entries, spans = [], []
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        field = f"header.{field_key(name)}"
+        if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data_offsets"}:
+            raise FormatError(source, field, "expected an object with dtype, shape and "
+                                             f"data_offsets, got {_short(entry)}")
+        code, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+        if code not in _ST_DTYPES:
+            kind = _ST_OTHERS.get(code, _short(code)) if isinstance(code, str) else _short(code)
+            raise FormatError(source, "", f"parameter {quote(name)} has unsupported dtype "
+                                          f"{kind} (supported: {dtypes.names(dtypes.ALL)})")
+        if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+            raise FormatError(source, f"{field}.shape",
+                              f"expected a list of ints >= 0, got {_short(shape)}")
+        if (not isinstance(offsets, list) or len(offsets) != 2
+                or not all(_is_int(o) for o in offsets)
+                or not 0 <= offsets[0] <= offsets[1] <= data_size):
+            raise FormatError(source, f"{field}.data_offsets",
+                              f"expected [begin, end] within the {data_size} bytes of data, "
+                              f"got {_short(offsets)} (truncated?)")
+        dtype = np.dtype(_ST_DTYPES[code])
+        need = math.prod(shape) * dtype.itemsize
+        if offsets[1] - offsets[0] != need:
+            raise FormatError(source, f"{field}.data_offsets",
+                              f"shape {shape} of {dtype} needs {need} bytes, the offsets "
+                              f"hold {offsets[1] - offsets[0]}")
+        entries.append((name, dtype, tuple(shape), offsets[0]))
+        spans.append((offsets[0], offsets[1], name))
+    end = 0
+    for begin, stop, name in sorted(spans):
+        if begin != end:
+            what = "overlaps another tensor" if begin < end else "leaves a gap before it"
+            raise FormatError(source, f"header.{field_key(name)}.data_offsets",
+                              f"{what} (the data must be tiled without gaps or overlaps)")
+        end = stop
+    if end != data_size:
+        raise FormatError(source, "", f"the header accounts for {end} bytes of data, the "
+                                      f"file holds {data_size} (truncated or padded?)")
+    return entries
 
 
 def check_params(program: Program, params: dict, source: str = "<params>") -> None:
@@ -599,29 +714,74 @@ def check_params(program: Program, params: dict, source: str = "<params>") -> No
     declared = {v.name: v for v in program.persistables()}
     missing = [n for n in declared if n not in params]
     if missing:
-        plural = "s" if len(missing) > 1 else ""
-        raise FormatError(source, "", f"missing parameter{plural} "
-                                      f"{', '.join(repr(n) for n in missing)}")
+        raise FormatError(source, "", f"missing {_plural(missing, 'parameter')}")
     extra = [n for n in params if n not in declared]
     if extra:
-        plural = "s" if len(extra) > 1 else ""
-        raise FormatError(source, "", f"unexpected parameter{plural} "
-                                      f"{', '.join(repr(n) for n in extra)} (the program "
-                                      "declares no persistable variable of that name)")
+        raise FormatError(source, "", f"unexpected {_plural(extra, 'parameter')} (the "
+                                      "program declares no persistable variable of that name)")
     for name, var in declared.items():
         array = params[name]
         shape, dtype = tuple(np.shape(array)), np.asarray(array).dtype
         if dtype != var.dtype:
-            raise FormatError(source, "", f"parameter {name!r} has dtype {dtype} but the "
+            raise FormatError(source, "", f"parameter {quote(name)} has dtype {dtype} but the "
                                           f"program declares {var.dtype}")
         if not shapes.same(shape, var.shape):
-            raise FormatError(source, "", f"parameter {name!r} has shape {list(shape)} but the "
-                                          f"program declares {list(var.shape)}")
+            raise FormatError(source, "", f"parameter {quote(name)} has shape {list(shape)} "
+                                          f"but the program declares {list(var.shape)}")
+
+
+def _plural(names: list, what: str) -> str:
+    shown = ", ".join(quote(n, 60) for n in names[:5])
+    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+    return f"{what}{'s' if len(names) > 1 else ''} {shown}{more}"
+
+
+# --------------------------------------------------------------------- models
 
 
 def load_model(path_prefix) -> tuple[Program, list[str], list[str], dict]:
     """``(program, feed_names, fetch_names, params)`` from ``{prefix}.json`` and
-    ``{prefix}.safetensors``; the parameters are checked against the program."""
-    program, feed, fetch = load_program(f"{path_prefix}.json")
-    params = load_params(f"{path_prefix}.safetensors", program)
+    ``{prefix}.safetensors``.
+
+    The parameters must be the ones saved with the program (the SHA-256 the
+    program records; a save interrupted after its commit is completed in
+    memory, see ``runtime/atomic.py``) and match its persistable variables."""
+    path_prefix = os.fspath(path_prefix)
+    json_path, params_path = f"{path_prefix}.json", f"{path_prefix}.safetensors"
+    program, feed, fetch, recorded = _read_program_file(json_path)
+    data, source, matched = atomic.read_data(params_path, recorded)
+    if not matched:
+        raise FormatError(params_path, "", (
+            f"not the parameters saved with {json_path}: the files come from different saves "
+            f"(the program records parameters with SHA-256 {recorded[:16]}..., this file "
+            f"has {atomic.digest(data)[:16]}...); save the model again"))
+    params = params_from_bytes(data, source)
+    check_params(program, params, source)
     return program, feed, fetch, params
+
+
+def model_prefix(path, what: str = "load") -> str:
+    """The path prefix of a saved model given as the prefix, as ``{prefix}.json`` or
+    ``{prefix}.safetensors``, or as a folder holding one model (``model.json`` or
+    the only ``*.json`` beside its ``.safetensors``).
+
+    Raises ``FileNotFoundError`` saying which files it looked for."""
+    path = os.fspath(path)
+    if os.path.isfile(f"{path}.json"):
+        return path
+    for suffix in (".json", ".safetensors"):
+        if path.endswith(suffix) and os.path.isfile(path[: -len(suffix)] + ".json"):
+            return path[: -len(suffix)]
+    if os.path.isdir(path):
+        names = sorted(n[:-5] for n in os.listdir(path) if n.endswith(".json")
+                       and os.path.isfile(os.path.join(path, n[:-5] + ".safetensors")))
+        if "model" in names:
+            return os.path.join(path, "model")
+        if len(names) == 1:
+            return os.path.join(path, names[0])
+        found = (f"it holds {len(names)}: {', '.join(quote(n, 60) for n in names[:5])}; name one"
+                 if names else "it holds none")
+        raise FileNotFoundError(f"{what}: {path} is a folder; looked in it for one saved model "
+                                f"(NAME.json with NAME.safetensors): {found}")
+    raise FileNotFoundError(f"{what}: no saved model at {path}: looked for {path}.json and "
+                            f"{path}.safetensors (the path is the prefix given to jit.save)")

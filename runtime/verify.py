@@ -3,6 +3,7 @@
 ``verify(program)`` returns None or raises :class:`VerifyError`, whose message
 names the block, the op (index and type), the slot or attr and the variable,
 e.g. ``block 0, op 3 (add), inputs.Y[0]: 'h' is read before any op writes it``.
+Names and values are quoted in at most ~200 characters (``runtime/quoting.py``).
 ``VerifyError.field`` is the same place as a path into the saved document
 (``blocks[0].ops[3].inputs.Y[0]``) and ``VerifyError.reason`` the text after
 it, so ``serialize`` reports a bad file with the field that is wrong.
@@ -12,7 +13,10 @@ The rules, checked in this order (the first broken one is reported):
 1. Structure. Every op type is in the registry; slot names are the op's
    slots; a plain slot holds one name, an optional slot zero or one, a
    variadic slot any number; every name is a variable visible from the op's
-   block (declared there or in a parent). Attr names are the op's attrs. A
+   block (declared there or in a parent). Attr names are the op's attrs and
+   each value has the attr's declared type and range (``OpDef.attr_type``: a
+   bool is a bool, a shape a list of ints, a seed ``>= 0``; an axis's range
+   against the input's rank is inference's, rule 5). A
    control-flow op carries every ``*_block`` attr of its type, each the index
    of a sub-block (``1 <= idx < len(blocks)``); its name attrs (``<p>_<x>``
    beside ``<p>_block``: ``true_outs``, ``cond_args``, ``grad_inputs`` ...)
@@ -37,7 +41,15 @@ The rules, checked in this order (the first broken one is reported):
    equal dims where both are known: -1 agrees with anything). Control-flow
    ops: the predicate is a one-element bool; ``cond``'s outputs agree with
    both branches' outs and ``while``'s carried values (``X``, the arguments,
-   ``body_outs``, ``Out``) agree with each other.
+   ``body_outs``, ``Out``) agree with each other. The inputs an op promotes to
+   one dtype (``OpDef.promote``: ``add``'s X and Y ...) already have one dtype,
+   as the builder leaves them (it inserts the casts): the kernel computes in
+   the inputs' dtypes, so mixed ones would compute another dtype than the one
+   inferred. A ``while_grad`` belongs to the ``while`` whose ``Carries`` stack it
+   reads: the same ``body_block``, ``body_args`` and ``Input``, ``saved`` a prefix
+   of the loop's (the entries it pops), one ``DOut`` per ``Out`` and one ``DX``
+   per ``X``, each agreeing with it, and gradient arguments and outs agreeing
+   with the values they stand for.
 6. Single definition: a non-persistable variable is written by at most one
    op (persistable variables may be written by update ops, any number of
    times); no op writes a data variable, a sub-block argument, or (from a
@@ -46,10 +58,13 @@ The rules, checked in this order (the first broken one is reported):
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from dy2stat.runtime import dtypes, shapes
 from dy2stat.runtime.ir import Block, Operator, Program, Var
+from dy2stat.runtime.quoting import describe_kind, field_key, quote
 from dy2stat.runtime.registry import OPS, Meta, OpDef
 
 __all__ = ["VerifyError", "verify"]
@@ -64,8 +79,8 @@ class VerifyError(ValueError):
     """
 
     def __init__(self, where: str, field: str, reason: str):
-        self.where, self.field, self.reason = where, field, reason
-        super().__init__(f"{where}: {reason}" if where else reason)
+        self.where, self.field, self.reason = where, field, _cut(reason)
+        super().__init__(f"{where}: {self.reason}" if where else self.reason)
 
     def __reduce__(self):
         return type(self), (self.where, self.field, self.reason)
@@ -147,7 +162,7 @@ class _Verifier:
         known = {s.name: s for s in slots}
         for key in given:
             if key not in known:
-                self.fail(block, i, op, f"{kind}.{key}",
+                self.fail(block, i, op, f"{kind}.{field_key(key)}",
                           f"op {op.type!r} has no slot {_short(key)} "
                           f"(slots: {', '.join(known) or 'none'})")
         for slot in slots:
@@ -170,15 +185,16 @@ class _Verifier:
                               f"expected a variable name, got {_short(n)}")
                 if block.find_var(n) is None:
                     self.fail(block, i, op, f"{part}[{j}]",
-                              f"variable {n!r} is not defined in block {block.idx} "
+                              f"variable {quote(n)} is not defined in block {block.idx} "
                               "or its parents")
 
     def attrs(self, block, i, op, opdef: OpDef) -> None:
         if not isinstance(op.attrs, dict):
             self.fail(block, i, op, "attrs", f"expected a mapping, got {type(op.attrs).__name__}")
+        prefixes = _block_prefixes(opdef)
         for key, value in op.attrs.items():
             if not isinstance(key, str) or key not in opdef.attrs:
-                self.fail(block, i, op, f"attrs.{key}",
+                self.fail(block, i, op, f"attrs.{field_key(key)}",
                           f"op {op.type!r} has no attr {_short(key)} "
                           f"(attrs: {', '.join(opdef.attrs) or 'none'})")
             if key.endswith("_block"):
@@ -186,7 +202,11 @@ class _Verifier:
                 if not _is_int(value) or not 0 < value < n:
                     self.fail(block, i, op, f"attrs.{key}",
                               f"expected a sub-block index (1 to {n - 1}), got {_short(value)}")
-        prefixes = _block_prefixes(opdef)
+            elif key.split("_")[0] not in prefixes:  # (name attrs: checked by name_attr)
+                attr_type = opdef.attr_type(key)
+                if attr_type is not None and not attr_type.accepts(value):
+                    self.fail(block, i, op, f"attrs.{key}",
+                              f"expected {attr_type.what}, got {quote(value)}")
         for prefix in prefixes:
             if f"{prefix}_block" not in op.attrs:
                 self.fail(block, i, op, f"attrs.{prefix}_block",
@@ -219,13 +239,14 @@ class _Verifier:
                 self.fail(block, i, op, p,
                           f"expected a variable name, got {describe_kind(name)}")
             if not any(name in b.vars for b in self.blocks):
-                self.fail(block, i, op, p, f"variable {name!r} is not declared in any block")
+                self.fail(block, i, op, p,
+                          f"variable {quote(name)} is not declared in any block")
             if key.endswith(_ARG_SUFFIX):
                 if name not in sub.vars:
-                    self.fail(block, i, op, p, f"argument {name!r} is not declared in "
+                    self.fail(block, i, op, p, f"argument {quote(name)} is not declared in "
                                                f"block {sub.idx} (the sub-block it binds)")
             elif sub.find_var(name) is None:
-                self.fail(block, i, op, p, f"variable {name!r} is not visible from "
+                self.fail(block, i, op, p, f"variable {quote(name)} is not visible from "
                                            f"block {sub.idx} (declared neither there nor "
                                            "in its parents)")
         if key.endswith(_ARG_SUFFIX) and len(set(names)) != len(names):
@@ -352,7 +373,7 @@ class _Verifier:
                 for j, n in enumerate(names):
                     if n not in env:
                         self.fail(block, i, op, f"inputs.{slot}[{j}]",
-                                  f"{n!r} is read before any op writes it (it is not a "
+                                  f"{quote(n)} is read before any op writes it (it is not a "
                                   "parameter, a data variable, a feed or an argument of "
                                   "this block)")
             if op.type in ("cond", "while", "while_grad"):
@@ -372,7 +393,7 @@ class _Verifier:
                 if n not in defined:
                     part = f"attrs.{key}" + (f"[{j}]" if isinstance(a[key], list) else "")
                     self.fail(block, i, op, part,
-                              f"{n!r} is yielded by block {a[sub_key]} but no op defines it "
+                              f"{quote(n)} is yielded by block {a[sub_key]} but no op defines it "
                               "there or before")
 
         if op.type == "cond":
@@ -401,6 +422,8 @@ class _Verifier:
                 metas.append([_meta(block.find_var(n)) for n in names])
             else:
                 metas.append(_meta(block.find_var(names[0])) if names else None)
+        self.promoted(block, i, op, opdef, metas)
+        self.axes_in_range(block, i, op, opdef, metas)
         if opdef.dtypes is not None:
             first = next((m for m in metas if isinstance(m, Meta)), None)
             if first is not None and first.dtype not in opdef.dtypes:
@@ -410,7 +433,8 @@ class _Verifier:
         try:
             inferred = opdef.infer(*metas, **{**opdef.attrs, **op.attrs})
         except Exception as e:  # noqa: BLE001  (any failure here means a bad op)
-            self.fail(block, i, op, "", f"op {op.type!r} does not accept its inputs/attrs: {e}")
+            self.fail(block, i, op, "", f"op {op.type!r} does not accept its inputs/attrs: "
+                                        f"{_cut(str(e), 500)}")
         if len(opdef.outputs) == 1:
             inferred = (inferred,)
         try:
@@ -443,9 +467,47 @@ class _Verifier:
                 self.agree(block, i, op, f"{part}[{j}]", block.find_var(n), shape, dtype,
                            f"op {op.type!r} computes")
 
+    def axes_in_range(self, block, i, op, opdef: OpDef, metas) -> None:
+        """Attrs declared as axes of an input are in range of its rank, none twice."""
+        slots = {slot.name: meta for slot, meta in zip(opdef.inputs, metas)}
+        for key, value in op.attrs.items():
+            attr_type = opdef.attr_type(key)
+            meta = slots.get(attr_type.axes_of) if attr_type is not None else None
+            if not isinstance(meta, Meta) or value is None:
+                continue
+            rank = len(meta.shape)
+            axes = list(value) if isinstance(value, (list, tuple)) else [value]
+            normalized = [a % rank if rank and -rank <= a < rank else None for a in axes]
+            if None in normalized:
+                self.fail(block, i, op, f"attrs.{key}",
+                          f"axis {axes[normalized.index(None)]} is out of range for "
+                          f"{attr_type.axes_of}, which has {rank} dims")
+            if len(set(normalized)) != len(normalized):
+                self.fail(block, i, op, f"attrs.{key}", f"names an axis twice: {quote(value)}")
+
+    def promoted(self, block, i, op, opdef: OpDef, metas) -> None:
+        """Inputs an op promotes to one dtype but that differ are promoted by its kernel
+        as NumPy does; they must be dtypes NumPy and dy2stat promote alike (rule 5)."""
+        seen = []
+        for k in opdef.promote:
+            slot, meta = opdef.inputs[k], metas[k]
+            for j, m in enumerate(meta if slot.variadic else [meta]):
+                if m is not None:
+                    seen.append((f"inputs.{slot.name}[{j}]", m.dtype))
+        if len({d for _, d in seen}) < 2:
+            return
+        ours = functools.reduce(dtypes.promote, (d for _, d in seen))
+        theirs = np.result_type(*(d for _, d in seen))
+        if ours != theirs:
+            part, dtype = next((p, d) for p, d in seen if d != seen[0][1])
+            self.fail(block, i, op, part,
+                      f"op {op.type!r} reads {seen[0][1]} ({seen[0][0]}) and {dtype} here: "
+                      f"dy2stat promotes them to {ours} but the kernel computes {theirs}; "
+                      "cast one first (as the builder does)")
+
     def agree(self, block, i, op, part, var: Var, shape, dtype, what: str) -> None:
         if dtype != var.dtype or not shapes.same(shape, var.shape):
-            self.fail(block, i, op, part, f"{var.name!r} is declared "
+            self.fail(block, i, op, part, f"{quote(var.name)} is declared "
                                           f"{var.dtype}{shapes.fmt(var.shape)} but {what} "
                                           f"{dtype}{shapes.fmt(shape)}")
 
@@ -457,7 +519,7 @@ class _Verifier:
 
         def predicate(part, var):
             if var.dtype != dtypes.bool_ or shapes.numel(var.shape) not in (1, -1):
-                self.fail(block, i, op, part, f"the predicate {var.name!r} must be a bool "
+                self.fail(block, i, op, part, f"the predicate {quote(var.name)} must be a bool "
                                               "with one element, got "
                                               f"{var.dtype}{shapes.fmt(var.shape)}")
 
@@ -468,7 +530,7 @@ class _Verifier:
                 for key in ("true_outs", "false_outs"):
                     src = var_in(a[key.replace("outs", "block")], a[key][j])
                     self.agree(block, i, op, f"outputs.Out[{j}]", var, src.shape, src.dtype,
-                               f"{key}[{j}] {src.name!r} is")
+                               f"{key}[{j}] {quote(src.name)} is")
         elif op.type == "while":
             predicate("attrs.cond_out", var_in(a["cond_block"], a["cond_out"]))
             for j, x in enumerate(op.inputs.get("X", [])):
@@ -479,7 +541,62 @@ class _Verifier:
                          (f"outputs.Out[{j}]", block.find_var(op.outputs["Out"][j]))]
                 for part, var in pairs:
                     self.agree(block, i, op, part, var, arg.shape, arg.dtype,
-                               f"the loop carries it as body_args[{j}] {arg.name!r},")
+                               f"the loop carries it as body_args[{j}] {quote(arg.name)},")
+        elif op.type == "while_grad":
+            self.while_grad_matches_its_loop(block, i, op)
+
+    def forward_loop(self, block, i, op):
+        """``(block, op)`` of the ``while`` whose saved carries a ``while_grad`` reads;
+        None when the carries are fed (a backward run apart from its forward)."""
+        stack = block.find_var(op.inputs["Carries"][0])
+        for b in self.blocks:
+            for other in b.ops:
+                if other.type == "while" and any(
+                        b.find_var(n) is stack for n in other.outputs.get("Carries", [])):
+                    return b, other
+        if stack.is_data or stack.name in self.feed:
+            return None
+        self.fail(block, i, op, "inputs.Carries[0]",
+                  f"{quote(stack.name)} is not the saved carries (Carries output) of a while op")
+
+    def while_grad_matches_its_loop(self, block, i, op) -> None:
+        found = self.forward_loop(block, i, op)
+        if found is None:
+            return
+        loop_block, loop = found
+        a, la = _attrs(op), _attrs(loop)
+        for key in ("body_block", "body_args"):
+            if a[key] != la[key]:
+                self.fail(block, i, op, f"attrs.{key}",
+                          f"expected {quote(la[key])}, its while loop's {key}, "
+                          f"got {quote(a[key])}")
+        if a["saved"] != la["saved"][: len(a["saved"])]:
+            self.fail(block, i, op, "attrs.saved",
+                      f"expected the start of its while loop's saved list {quote(la['saved'])} "
+                      f"(each saved iteration holds those values in that order), "
+                      f"got {quote(a['saved'])}")
+        if op.inputs.get("Input", []) != loop.inputs.get("Input", []):
+            self.fail(block, i, op, "inputs.Input",
+                      f"expected {quote(loop.inputs.get('Input', []))}, the values its while "
+                      f"loop captures, got {quote(op.inputs.get('Input', []))}")
+        grad_block, body = self.blocks[a["grad_block"]], self.blocks[a["body_block"]]
+        pairs = []
+        for slot, loop_slot, where in (("DOut", "Out", op.inputs), ("DX", "X", op.outputs)):
+            names, values = where.get(slot, []), (loop.outputs if slot == "DOut"
+                                                   else loop.inputs).get(loop_slot, [])
+            part = f"{'inputs' if slot == 'DOut' else 'outputs'}.{slot}"
+            if len(names) != len(values):
+                self.fail(block, i, op, part, f"names {len(names)} values for the "
+                                              f"{len(values)} {loop_slot} of its while loop")
+            pairs += [(f"{part}[{j}]", block.find_var(n), loop_block.find_var(v))
+                      for j, (n, v) in enumerate(zip(names, values))]
+        pairs += [(f"attrs.grad_args[{j}]", grad_block.find_var(g), body.find_var(o))
+                  for j, (g, o) in enumerate(zip(a["grad_args"], la["body_outs"]))]
+        pairs += [(f"attrs.grad_outs[{j}]", grad_block.find_var(g), body.find_var(x))
+                  for j, (g, x) in enumerate(zip(a["grad_outs"], a["body_args"]))]
+        for part, var, value in pairs:
+            self.agree(block, i, op, part, var, value.shape, value.dtype,
+                       f"it is the gradient of {quote(value.name)}, which is")
 
     # ------------------------------------------------ 6. single definition
 
@@ -502,18 +619,18 @@ class _Verifier:
                             continue
                         part = f"outputs.{slot}[{j}]"
                         if var.is_data:
-                            self.fail(block, i, op, part, f"writes {n!r}, a data variable "
+                            self.fail(block, i, op, part, f"writes {quote(n)}, a data variable "
                                                           "(fed by the caller)")
                         if n not in block.vars:
                             owner = next(b.idx for b in _chain(block) if n in b.vars)
                             self.fail(block, i, op, part,
-                                      f"writes {n!r}, a variable of the enclosing block "
+                                      f"writes {quote(n)}, a variable of the enclosing block "
                                       f"{owner}; a sub-block yields values through its "
                                       "op's outs instead")
                         first = defined.get(id(var))
                         if first is not None:
                             self.fail(block, i, op, part,
-                                      f"{n!r} is defined twice (first by {first}); only "
+                                      f"{quote(n)} is defined twice (first by {first}); only "
                                       "persistable variables may be written again")
                         defined[id(var)] = f"block {block.idx}, op {i} ({op.type})"
 
@@ -548,25 +665,9 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def describe_kind(value) -> str:
-    """How error messages name a JSON-like value's kind: 'a list', 'null', ..."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return f"a {type(value).__name__}"
+def _short(value) -> str:
+    return quote(value, 60)
 
 
-def _short(value, limit=60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _cut(text: str, limit: int = 2000) -> str:
+    return text if len(text) <= limit else text[: limit - 30] + f"... ({len(text):,} characters)"

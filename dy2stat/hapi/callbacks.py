@@ -43,6 +43,8 @@ class Callback:
 
     def on_train_begin(self, logs=None): ...
     def on_train_end(self, logs=None): ...
+    # Ctrl-C stopped Model.fit (instead of on_train_end); logs["epoch"], ["step"]
+    def on_train_interrupt(self, logs=None): ...
     def on_eval_begin(self, logs=None): ...
     def on_eval_end(self, logs=None): ...
     def on_predict_begin(self, logs=None): ...
@@ -97,6 +99,9 @@ class CallbackList:
 
     def on_epoch_begin(self, epoch: int, logs=None) -> None:
         self._call("on_epoch_begin", epoch, logs)
+
+    def on_train_interrupt(self, logs=None) -> None:
+        self._call("on_train_interrupt", logs)
 
     def on_epoch_end(self, epoch: int, logs=None) -> None:
         self._call("on_epoch_end", epoch, logs)
@@ -169,6 +174,9 @@ class ProgBarLogger(Callback):
     def on_train_end(self, logs=None):
         self._close()
 
+    def on_train_interrupt(self, logs=None):
+        self._close()
+
     # eval
     def on_eval_begin(self, logs=None):
         steps = (logs or {}).get("steps", self.params.get("eval_steps"))
@@ -201,7 +209,8 @@ class ProgBarLogger(Callback):
 
 class ModelCheckpoint(Callback):
     """Saves the model (``Model.save(..., training=True)``) to ``{save_dir}/{epoch}``
-    every ``save_freq`` epochs and to ``{save_dir}/final`` at the end."""
+    every ``save_freq`` epochs, to ``{save_dir}/final`` at the end and to
+    ``{save_dir}/interrupted`` when Ctrl-C stops training."""
 
     def __init__(self, save_freq: int = 1, save_dir: str | None = None):
         super().__init__()
@@ -216,6 +225,10 @@ class ModelCheckpoint(Callback):
     def on_train_end(self, logs=None):
         if self.save_dir:
             self.model.save(os.path.join(self.save_dir, "final"))
+
+    def on_train_interrupt(self, logs=None):
+        if self.save_dir and not (logs or {}).get("mid_step"):
+            self.model.save(os.path.join(self.save_dir, "interrupted"))
 
 
 class LRScheduler(Callback):

@@ -9,73 +9,89 @@ the learning-rate scheduler's state as JSON in the file's metadata
 safetensors (the format of ``dy2stat.runtime.serialize.save_params``): loading
 them never runs code. Keys use structured names, not the parameters' unique
 runtime names (``linear_3.w_0``), so a checkpoint loads into a network built
-again in another process, in dynamic or static mode alike.
+again in another process, in dynamic or static mode alike. The two files are
+one save: ``.pdopt`` records the SHA-256 of ``.pdparams`` (``params_sha256`` in
+its metadata) and they are written all or nothing (``runtime/atomic.py``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import struct
-
-import numpy as np
 
 from dy2stat.nn import Layer
-from dy2stat.runtime import serialize
+from dy2stat.runtime import atomic, serialize
 
 __all__ = ["read", "write"]
 
 _SCHEDULER_KEY = "lr_scheduler"
+# The SHA-256 of the .pdparams file saved together with a .pdopt file.
+_PARAMS_KEY = "params_sha256"
 
 
-def write(path: str, arrays: dict, scheduler_state: dict | None = None) -> None:
-    """Write ``{name: array}`` (and a scheduler state) as a safetensors file at ``path``."""
-    import safetensors.numpy
-
-    tensors = {}
-    for name, value in arrays.items():
-        array = np.asarray(value)
-        if not array.flags.c_contiguous:
-            array = array.copy(order="C")
-        tensors[name] = array
-    metadata = {"format": serialize.PARAMS_FORMAT, "version": serialize.PARAMS_VERSION}
-    if scheduler_state is not None:
-        metadata[_SCHEDULER_KEY] = json.dumps(scheduler_state)
+def write(path: str, arrays: dict, optimizer_state: tuple[dict, dict | None] | None) -> None:
+    """Save ``{path}.pdparams`` (``arrays``) and, with an ``optimizer_state``
+    ``(arrays, scheduler state)``, ``{path}.pdopt``, all or nothing: the
+    ``.pdopt`` file records the ``.pdparams`` file's SHA-256 (``runtime/atomic.py``).
+    Saved without an optimizer, an older ``{path}.pdopt`` (from another save) is
+    removed."""
     directory = os.path.dirname(path)
     if directory:
         os.makedirs(directory, exist_ok=True)
-    data = safetensors.numpy.save(tensors, metadata=metadata)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    data = serialize.params_to_bytes(arrays)
+    params_path, opt_path = f"{path}.pdparams", f"{path}.pdopt"
+    if optimizer_state is None:
+        atomic.write(params_path, data)
+        if os.path.isfile(opt_path):
+            os.unlink(opt_path)
+        return
+    opt_arrays, scheduler = optimizer_state
+    metadata = {_PARAMS_KEY: atomic.digest(data)}
+    if scheduler is not None:
+        metadata[_SCHEDULER_KEY] = json.dumps(scheduler)
+    atomic.write_pair(params_path, data, opt_path,
+                      serialize.params_to_bytes(opt_arrays, metadata))
 
 
-def read(path: str) -> tuple[dict, dict | None]:
-    """``({name: array}, scheduler state or None)`` from a file ``write`` made.
+def read(path: str, optimizer: bool) -> tuple[dict, tuple[dict, dict | None] | None]:
+    """``(arrays of {path}.pdparams, (optimizer arrays, scheduler state) or None)``.
 
-    A missing file is a ``FileNotFoundError`` naming it; a malformed one a
-    ``ValueError`` (``serialize.FormatError``) naming it.
+    The optimizer state is read when ``optimizer`` is true and ``{path}.pdopt``
+    exists; the two files must then come from one save. A missing ``.pdparams``
+    is a ``FileNotFoundError`` naming it; a malformed file or a mismatched pair a
+    ``ValueError`` (``serialize.FormatError``) naming the files.
     """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"Model.load: {path} does not exist")
-    with open(path, "rb") as f:
-        data = f.read()
-    arrays = serialize.params_from_bytes(data, path)  # validates header, dtypes and offsets
-    (size,) = struct.unpack("<Q", data[:8])
-    header = serialize.parse_json(data[8:8 + size], f"{path} (header)")
-    meta = header.get("__metadata__", {}) if isinstance(header, dict) else {}
-    scheduler = None
-    text = meta.get(_SCHEDULER_KEY) if isinstance(meta, dict) else None
-    if isinstance(text, str):
-        try:
-            scheduler = json.loads(text)
-        except ValueError as exc:
-            raise ValueError(f"{path}: the learning-rate scheduler state in the metadata is "
-                             f"not valid JSON ({exc})") from None
-        if not isinstance(scheduler, dict):
-            raise ValueError(f"{path}: the learning-rate scheduler state must be an object")
-    return arrays, scheduler
+    params_path, opt_path = f"{path}.pdparams", f"{path}.pdopt"
+    recorded, opt_state = None, None
+    if optimizer and os.path.isfile(opt_path):
+        opt_arrays, meta = serialize.params_with_metadata(atomic.read_data(opt_path, None)[0],
+                                                          opt_path)
+        recorded = meta.get(_PARAMS_KEY)
+        opt_state = (opt_arrays, _scheduler(meta, opt_path))
+    if not os.path.isfile(params_path) and recorded is None:
+        raise FileNotFoundError(f"Model.load: {params_path} does not exist")
+    data, source, matched = atomic.read_data(params_path, recorded)
+    if not matched:
+        raise serialize.FormatError(params_path, "", (
+            f"not the parameters saved with {opt_path}: the files come from different saves "
+            f"(the optimizer state records parameters with SHA-256 {recorded[:16]}..., this "
+            f"file has {atomic.digest(data)[:16]}...); save the model again, or load it with "
+            "reset_optimizer=True"))
+    return serialize.params_from_bytes(data, source), opt_state
+
+
+def _scheduler(meta: dict, path: str) -> dict | None:
+    text = meta.get(_SCHEDULER_KEY)
+    if text is None:
+        return None
+    try:
+        scheduler = serialize.parse_json(text, f"{path} (metadata {_SCHEDULER_KEY})")
+    except serialize.FormatError:
+        raise ValueError(f"{path}: the learning-rate scheduler state in the metadata is "
+                         "not valid JSON") from None
+    if not isinstance(scheduler, dict):
+        raise ValueError(f"{path}: the learning-rate scheduler state must be an object")
+    return scheduler
 
 
 class _NameMap:

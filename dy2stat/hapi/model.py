@@ -31,6 +31,7 @@ The same script runs in three ways:
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 
 import numpy as np
@@ -39,6 +40,7 @@ from dy2stat.hapi import checkpoint
 from dy2stat.hapi.callbacks import config_callbacks
 from dy2stat.hapi.data import _batch_size, _loader, _num_forward_inputs, _numpy, _steps, _to_list
 from dy2stat.hapi.dynamic_adapter import _DynamicAdapter
+from dy2stat.hapi.interrupt import CtrlC
 from dy2stat.hapi.static_adapter import _StaticAdapter, _wants_static
 from dy2stat.hapi.summary import _summary
 from dy2stat.metric import Metric
@@ -93,6 +95,7 @@ class Model:
         self._metrics: list[Metric] = []
         self.stop_training = False
         self.history: dict | None = None
+        self._ctrl_c: CtrlC | None = None  # while fit runs
         self._adapter = self._make_adapter()
 
     def _make_adapter(self):
@@ -228,6 +231,8 @@ class Model:
             samples += batch_size
             logs["step"], logs["batch_size"] = step, batch_size
             cbks.on_batch_end(mode, step, logs)
+            if self._ctrl_c is not None and self._ctrl_c.requested:
+                break
         if mode == "train" and accumulate > 1 and (step + 1) % accumulate != 0:
             self._adapter.flush_gradients()
         result = dict(logs)
@@ -254,6 +259,10 @@ class Model:
         ``save_freq`` epochs and ``{save_dir}/final``. ``verbose``: 0 silent, 1 a
         progress bar per epoch, 2 a line every ``log_freq`` steps.
         ``accumulate_grad_batches``: update every that many batches (dynamic mode).
+
+        Ctrl-C stops training after the batch in progress, with one line on
+        stderr and a checkpoint ``{save_dir}/interrupted`` (a second Ctrl-C
+        stops at once, without one); ``fit`` then returns the history so far.
 
         Returns the history (also kept as ``model.history``): for every epoch
         the mean training loss (``"loss"``, one list per epoch, one value per
@@ -285,23 +294,54 @@ class Model:
         self.stop_training = False
         cbks.on_begin("train")
         logs: dict = {}
-        for epoch in range(epochs):
-            cbks.on_epoch_begin(epoch)
-            logs = self._run_one_epoch(train_loader, cbks, "train", accumulate_grad_batches)
-            cbks.on_epoch_end(epoch, logs)
-            for name in names:
-                if name in logs:
-                    history[name].append(logs[name])
-            if eval_loader is not None and ((epoch + 1) % eval_freq == 0
-                                            or epoch == epochs - 1):
-                eval_logs = self._evaluate_with(eval_loader, cbks)
-                for name in names:
-                    if name in eval_logs:
-                        history.setdefault(f"eval_{name}", []).append(eval_logs[name])
-            if self.stop_training:
-                break
+        epoch = 0
+        with CtrlC() as ctrl_c:
+            self._ctrl_c = ctrl_c
+            try:
+                for epoch in range(epochs):
+                    cbks.on_epoch_begin(epoch)
+                    logs = self._run_one_epoch(train_loader, cbks, "train",
+                                               accumulate_grad_batches)
+                    if ctrl_c.requested:
+                        break
+                    cbks.on_epoch_end(epoch, logs)
+                    for name in names:
+                        if name in logs:
+                            history[name].append(logs[name])
+                    if eval_loader is not None and ((epoch + 1) % eval_freq == 0
+                                                    or epoch == epochs - 1):
+                        eval_logs = self._evaluate_with(eval_loader, cbks)
+                        for name in names:
+                            if name in eval_logs:
+                                history.setdefault(f"eval_{name}", []).append(eval_logs[name])
+                    if self.stop_training or ctrl_c.requested:
+                        break
+            except KeyboardInterrupt:  # a second Ctrl-C, or one fit could not defer
+                self._interrupted(cbks, save_dir, epoch, epochs, {}, mid_step=True)
+                return history
+            finally:
+                self._ctrl_c = None
+            if ctrl_c.requested:
+                with ctrl_c.held():
+                    self._interrupted(cbks, save_dir, epoch, epochs, logs, mid_step=False,
+                                      steps=logs.get("step", -1) + 1)
+                return history
         cbks.on_end("train", logs)
         return history
+
+    def _interrupted(self, cbks, save_dir, epoch, epochs, logs, mid_step: bool,
+                     steps: int = 0) -> None:
+        """Ctrl-C stopped fit: the callbacks' interrupt hook (a checkpoint when there is a
+        save_dir, unless a step was cut) and one line on stderr."""
+        cbks.on_train_interrupt({**logs, "epoch": epoch, "mid_step": mid_step})
+        where = f"in epoch {epoch + 1}/{epochs}" + ("" if mid_step else f" after {steps} steps")
+        if mid_step:
+            saved = "in the middle of a step, so no checkpoint was saved"
+        elif save_dir:
+            saved = f"saved a checkpoint to {os.path.join(save_dir, 'interrupted')}"
+        else:
+            saved = "no save_dir, so no checkpoint"
+        print(f"Model.fit: stopped by Ctrl-C {where}; {saved}", file=sys.stderr, flush=True)
 
     def evaluate(self, eval_data, batch_size: int = 1, log_freq: int = 10, verbose: int = 2,
                  num_workers: int = 0, callbacks=None) -> dict:
@@ -346,7 +386,8 @@ class Model:
     def save(self, path: str, training: bool = True) -> None:
         """``training=True``: ``{path}.pdparams`` (the network's state) and, with an
         optimizer, ``{path}.pdopt`` (its state): safetensors files keyed by
-        structured names (see ``dy2stat.hapi.checkpoint``). ``training=False``:
+        structured names, written all or nothing (see ``dy2stat.hapi.checkpoint``).
+        ``training=False``:
         the inference program and parameters (``{path}.json`` and
         ``{path}.safetensors``, as ``jit.save``), built from the ``inputs`` specs;
         ``d2s.jit.load(path)`` runs it without the model's source."""
@@ -356,10 +397,8 @@ class Model:
         if not training:
             self._adapter.save_inference(path)
             return
-        checkpoint.write(f"{path}.pdparams", self._adapter.state_arrays())
-        if self._optimizer is not None:
-            arrays, scheduler = self._adapter.optimizer_state()
-            checkpoint.write(f"{path}.pdopt", arrays, scheduler)
+        optimizer_state = None if self._optimizer is None else self._adapter.optimizer_state()
+        checkpoint.write(path, self._adapter.state_arrays(), optimizer_state)
 
     def load(self, path: str, skip_mismatch: bool = False, reset_optimizer: bool = False) -> None:
         """Load what ``save(path)`` wrote: the network's state from ``{path}.pdparams``
@@ -369,7 +408,8 @@ class Model:
         entry keeps its value."""
         if path.endswith(".pdparams"):
             path = path[: -len(".pdparams")]
-        arrays, _ = checkpoint.read(f"{path}.pdparams")
+        arrays, opt_state = checkpoint.read(
+            path, optimizer=not reset_optimizer and self._optimizer is not None)
         matched, skipped = {}, []
         for key, target in self.network.state_dict().items():
             value = arrays.get(key)
@@ -390,10 +430,9 @@ class Model:
             warnings.warn(f"Model.load: skip loading {key}: {problem}", stacklevel=2)
             skipped.append(key)
         self._adapter.load_state(matched)
-        opt_path = f"{path}.pdopt"
-        if reset_optimizer or self._optimizer is None or not os.path.isfile(opt_path):
+        if opt_state is None:
             return
-        opt_arrays, scheduler = checkpoint.read(opt_path)
+        opt_arrays, scheduler = opt_state
         opt_arrays = {k: v for k, v in opt_arrays.items()
                       if not any(k.startswith(name + "_") for name in skipped)}
         self._adapter.load_optimizer_state(opt_arrays, scheduler)

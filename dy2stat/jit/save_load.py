@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 
+from dy2stat import device
 from dy2stat.creation import to_tensor
 from dy2stat.jit.program_runner import ProgramRunner
 from dy2stat.jit.static_function import StaticFunction
@@ -76,14 +77,14 @@ def save(layer_or_function, path: str, input_spec=None) -> None:
 
 
 def write(path: str, program, feed_names, fetch_names, captured: dict) -> None:
-    """Prune ``program`` to the fetches and save it with its captured values."""
+    """Prune ``program`` to the fetches and save it with its captured values
+    (all or nothing: see ``serialize.save_model``)."""
     pruned = prune.prune(program, feed_names, fetch_names)
     params = {var.name: to_host(captured[var.name]._data) for var in pruned.persistables()}
     directory = os.path.dirname(path)
     if directory:
         os.makedirs(directory, exist_ok=True)
-    serialize.save_program(f"{path}.json", pruned, feed_names, fetch_names)
-    serialize.save_params(f"{path}.safetensors", params)
+    serialize.save_model(path, pruned, feed_names, fetch_names, params)
 
 
 class TranslatedLayer(Layer):
@@ -93,7 +94,8 @@ class TranslatedLayer(Layer):
         super().__init__()
         captured = {}
         for i, (name, value) in enumerate(params.items()):
-            tensor = to_tensor(value)
+            # the loaded arrays are views of one buffer: kept as they are, not copied
+            tensor = Tensor(device.current.xp.asarray(value))
             if tensor.dtype in dtypes.FLOATS:
                 param = Parameter(tensor._data, name=name)
                 self.add_parameter(f"param_{i}", param)
@@ -116,8 +118,11 @@ class TranslatedLayer(Layer):
 
 
 def load(path: str) -> TranslatedLayer:
-    """A callable Layer from ``{path}.json`` and ``{path}.safetensors``."""
-    program, feed_names, fetch_names = serialize.load_program(f"{path}.json")
-    params = serialize.load_params(f"{path}.safetensors")
-    serialize.check_params(program, params, f"{path}.safetensors")
+    """A callable Layer from ``{path}.json`` and ``{path}.safetensors``.
+
+    ``path`` is the prefix given to ``jit.save``; ``{path}.json``,
+    ``{path}.safetensors`` or a folder holding one saved model work too
+    (``serialize.model_prefix``)."""
+    prefix = serialize.model_prefix(path, "jit.load")
+    program, feed_names, fetch_names, params = serialize.load_model(prefix)
     return TranslatedLayer(program, feed_names, fetch_names, params)

@@ -15,7 +15,8 @@ from dy2stat.static.variable import Variable
 
 def save_inference_model(path_prefix: str, feed_vars, fetch_vars, executor: Executor,
                          program=None) -> None:
-    """Prune the program to what the fetches need and write the program and parameters."""
+    """Prune the program to what the fetches need and write the program and parameters
+    (all or nothing: see ``serialize.save_model``)."""
     feed_vars = feed_vars if isinstance(feed_vars, (list, tuple)) else [feed_vars]
     fetch_vars = fetch_vars if isinstance(fetch_vars, (list, tuple)) else [fetch_vars]
     program = program or (fetch_vars[0].block.program if fetch_vars else default_main_program())
@@ -38,16 +39,16 @@ def save_inference_model(path_prefix: str, feed_vars, fetch_vars, executor: Exec
     directory = os.path.dirname(path_prefix)
     if directory:
         os.makedirs(directory, exist_ok=True)
-    serialize.save_program(f"{path_prefix}.json", pruned, feed_names, fetch_names)
-    serialize.save_params(f"{path_prefix}.safetensors", params)
+    serialize.save_model(path_prefix, pruned, feed_names, fetch_names, params)
 
 
 def load_inference_model(path_prefix: str, executor: Executor | None = None):
     """``[program, feed_names, fetch_targets]``; parameters go into the global scope,
-    on the executor's device (the current device when there is no executor)."""
-    program, feed_names, fetch_names = serialize.load_program(f"{path_prefix}.json")
-    params = serialize.load_params(f"{path_prefix}.safetensors")
-    serialize.check_params(program, params, f"{path_prefix}.safetensors")
+    on the executor's device (the current device when there is no executor).
+
+    ``path_prefix`` may also be ``{prefix}.json`` or a folder holding one model."""
+    prefix = serialize.model_prefix(path_prefix, "load_inference_model")
+    program, feed_names, fetch_names, params = serialize.load_model(prefix)
     xp = executor.xp if executor is not None else device.current.xp
     scope = global_scope()
     for name, value in params.items():

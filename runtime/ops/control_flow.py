@@ -34,7 +34,7 @@ Executors run these ops themselves (the kernels here are never called);
 inference of their outputs is done when the op is built, from the branches.
 """
 
-from dy2stat.runtime.registry import defop
+from dy2stat.runtime.registry import NAMES, defop
 
 
 def _built_by_frontend(*_, **__):
@@ -46,6 +46,7 @@ defop(
     inputs=("Cond", "Input*"),
     outputs=("Out*",),
     attrs={"true_block": -1, "false_block": -1, "true_outs": [], "false_outs": []},
+    attr_types={"true_outs": NAMES, "false_outs": NAMES},
     kernel=_built_by_frontend,
     infer=_built_by_frontend,
     no_grad=("Cond",),
@@ -57,6 +58,7 @@ defop(
     outputs=("Out*", "Carries*"),
     attrs={"cond_block": -1, "body_block": -1, "cond_args": [], "cond_out": "",
            "body_args": [], "body_outs": [], "saved": []},
+    attr_types={"cond_args": NAMES, "body_args": NAMES, "body_outs": NAMES, "saved": NAMES},
     kernel=_built_by_frontend,
     infer=_built_by_frontend,
     doc="while cond_block(carried): carried = body_block(carried).",
@@ -67,6 +69,8 @@ defop(
     outputs=("DX*", "DInput*"),
     attrs={"body_block": -1, "body_args": [], "saved": [], "grad_block": -1,
            "grad_args": [], "grad_outs": [], "grad_inputs": []},
+    attr_types={"body_args": NAMES, "saved": NAMES, "grad_args": NAMES, "grad_outs": NAMES,
+                "grad_inputs": NAMES},
     kernel=_built_by_frontend,
     infer=_built_by_frontend,
     doc="Reverse pass of a while loop over its saved carries.",

@@ -15,9 +15,14 @@ from dy2stat.kernels import cudnn
 from dy2stat.kernels import nn as nnk
 from dy2stat.runtime import dtypes, shapes
 from dy2stat.runtime.ops.nn import _check_float
-from dy2stat.runtime.registry import OPS, Meta, defop
+from dy2stat.runtime.registry import NONE, OPS, Meta, defop, int_at_least, ints
 
 fmt = shapes.fmt
+
+
+def _pair_type(low: int):
+    """An int or a pair of ints, each ``>= low`` (what ``_pair`` reads)."""
+    return int_at_least(low) | ints(low, length=2)
 
 
 def _pair(value, name, op):
@@ -68,6 +73,8 @@ def _by_backend(op, generic):
 # --------------------------------------------------------------------- conv2d
 
 _CONV_ATTRS = {"stride": [1, 1], "padding": [0, 0], "dilation": [1, 1], "groups": 1}
+_CONV_TYPES = {"stride": _pair_type(1), "padding": _pair_type(0), "dilation": _pair_type(1),
+               "groups": int_at_least(1)}
 
 
 def _conv_out(size, k, s, p, d, op, x_shape, w_shape):
@@ -176,6 +183,7 @@ defop(
     "conv2d",
     inputs=("X", "Filter"),
     attrs=_CONV_ATTRS,
+    attr_types=_CONV_TYPES,
     kernel=_by_backend("conv2d", nnk.conv2d),
     infer=_conv2d_infer,
     grad=_conv2d_grad,
@@ -187,6 +195,7 @@ defop(
     "conv2d_grad_input",
     inputs=("X", "Filter", "DOut"),
     attrs=_CONV_ATTRS,
+    attr_types=_CONV_TYPES,
     kernel=_by_backend("conv2d_grad_input", nnk.conv2d_grad_input),
     infer=_conv2d_grad_input_infer,
     grad=_conv2d_grad_input_grad,
@@ -199,6 +208,7 @@ defop(
     "conv2d_grad_filter",
     inputs=("X", "DOut", "Filter"),
     attrs=_CONV_ATTRS,
+    attr_types=_CONV_TYPES,
     kernel=_by_backend("conv2d_grad_filter", nnk.conv2d_grad_filter),
     infer=_conv2d_grad_filter_infer,
     grad=_conv2d_grad_filter_grad,
@@ -260,6 +270,8 @@ def _pool_shape(op, shape, kernel_size, stride, padding, ceil_mode):
 
 _POOL_ATTRS = {"kernel_size": None, "stride": None, "padding": 0, "ceil_mode": False}
 _AVG_ATTRS = {**_POOL_ATTRS, "exclusive": True}
+_POOL_TYPES = {"kernel_size": NONE | _pair_type(1), "stride": NONE | _pair_type(1),
+               "padding": _pair_type(0)}
 
 
 def _max_pool_infer(x, **attrs):
@@ -303,6 +315,7 @@ def _avg_pool_grad_grad(e, ins, outs, douts, attrs, need):
 defop(
     "max_pool2d",
     attrs=_POOL_ATTRS,
+    attr_types=_POOL_TYPES,
     kernel=_pool_kernel(_by_backend("max_pool2d", nnk.max_pool2d), "max_pool2d"),
     infer=_max_pool_infer,
     grad=_max_pool_grad,
@@ -313,6 +326,7 @@ defop(
     "max_pool2d_grad",
     inputs=("X", "Out", "DOut"),
     attrs=_POOL_ATTRS,
+    attr_types=_POOL_TYPES,
     kernel=_pool_kernel(_by_backend("max_pool2d_grad", nnk.max_pool2d_grad), "max_pool2d_grad"),
     infer=_max_pool_grad_infer,
     no_grad=("X", "Out"),
@@ -322,6 +336,7 @@ defop(
 defop(
     "avg_pool2d",
     attrs=_AVG_ATTRS,
+    attr_types=_POOL_TYPES,
     kernel=_pool_kernel(_by_backend("avg_pool2d", nnk.avg_pool2d), "avg_pool2d"),
     infer=_avg_pool_infer,
     grad=_avg_pool_grad,
@@ -332,6 +347,7 @@ defop(
     "avg_pool2d_grad",
     inputs=("X", "DOut"),
     attrs=_AVG_ATTRS,
+    attr_types=_POOL_TYPES,
     kernel=_pool_kernel(_by_backend("avg_pool2d_grad", nnk.avg_pool2d_grad), "avg_pool2d_grad"),
     infer=_avg_pool_grad_infer,
     grad=_avg_pool_grad_grad,
@@ -379,7 +395,8 @@ def _chwn_form(op: str, kernel):
         raise ValueError(f"{op}_chwn has no gradient rule: build the backward first, then run "
                          "the batch_minor_layout pass")
 
-    defop(f"{op}_chwn", inputs=base.input_names, attrs=base.attrs, kernel=kernel, infer=infer,
+    defop(f"{op}_chwn", inputs=base.input_names, attrs=base.attrs,
+          attr_types=base.attr_types, kernel=kernel, infer=infer,
           grad=grad, dtypes=base.dtypes, promote=base.promote,
           doc=f"{op} with {', '.join(images)}{' and Out' if image_out else ''} laid out "
               "[C, H, W, N] (made by the batch_minor_layout pass; no gradient).")

@@ -14,7 +14,18 @@ import numpy as np
 from dy2stat.kernels import random
 from dy2stat.kernels.backend import to_host
 from dy2stat.runtime import dtypes, shapes
-from dy2stat.runtime.registry import Meta, defop
+from dy2stat.runtime.registry import (
+    BOOL,
+    DTYPE,
+    INT,
+    NONE,
+    NUMBER,
+    Meta,
+    defop,
+    int_at_least,
+    ints,
+    number_in,
+)
 
 
 def _shape(op, shape) -> tuple:
@@ -41,6 +52,7 @@ defop(
     "full",
     inputs=(),
     attrs={"shape": [], "value": 0.0, "dtype": "float32"},
+    attr_types={"shape": ints(0), "value": BOOL | NUMBER, "dtype": DTYPE},
     kernel=lambda xp, shape, value=0.0, dtype="float32": xp.full(tuple(shape), value, dtype=dtype),
     infer=_full_infer,
 )
@@ -62,6 +74,7 @@ defop(
     "full_shaped",
     inputs=("Shape",),
     attrs={"static_shape": [], "value": 0.0, "dtype": "float32"},
+    attr_types={"static_shape": ints(-1), "value": BOOL | NUMBER, "dtype": DTYPE},
     kernel=_full_shaped_kernel,
     infer=_full_shaped_infer,
     no_grad=("Shape",),
@@ -77,6 +90,7 @@ def _full_like_infer(x, value=0.0, dtype=None):
 defop(
     "full_like",
     attrs={"value": 0.0, "dtype": None},
+    attr_types={"value": BOOL | NUMBER, "dtype": NONE | DTYPE},
     kernel=lambda xp, x, value=0.0, dtype=None: xp.full(x.shape, value, dtype=dtype or x.dtype),
     infer=_full_like_infer,
     doc="A tensor of X's shape filled with value (zeros_like, ones_like).",
@@ -99,6 +113,7 @@ defop(
     "arange",
     inputs=(),
     attrs={"start": 0, "end": None, "step": 1, "dtype": "int64"},
+    attr_types={"start": NUMBER, "end": NUMBER, "step": NUMBER, "dtype": DTYPE},
     kernel=_arange_kernel,
     infer=lambda start=0, end=None, step=1, dtype="int64": Meta(
         (_arange_len(start, end, step),), dtypes.as_dtype(dtype, where="arange")
@@ -123,6 +138,7 @@ defop(
     "linspace",
     inputs=(),
     attrs={"start": 0.0, "stop": None, "num": None, "dtype": "float32"},
+    attr_types={"stop": NUMBER, "num": int_at_least(0), "dtype": DTYPE},
     kernel=_linspace_kernel,
     infer=_linspace_infer,
     doc="num evenly spaced values from start to stop, both included.",
@@ -139,6 +155,8 @@ defop(
     "eye",
     inputs=(),
     attrs={"num_rows": None, "num_columns": None, "dtype": "float32"},
+    attr_types={"num_rows": int_at_least(0), "num_columns": NONE | int_at_least(0),
+                "dtype": DTYPE},
     kernel=lambda xp, num_rows=None, num_columns=None, dtype="float32": xp.eye(
         *_eye_infer(num_rows, num_columns, dtype).shape, dtype=dtype
     ),
@@ -170,6 +188,7 @@ defop(
     "uniform",
     inputs=(),
     attrs={"shape": [], "min": -1.0, "max": 1.0, "dtype": "float32", "seed": 0},
+    attr_types={"shape": ints(0), "dtype": DTYPE, "seed": int_at_least(0)},
     kernel=lambda xp, shape, min=-1.0, max=1.0, dtype="float32", seed=0: random.uniform(
         xp, shape, min, max, dtype, seed
     ),
@@ -181,6 +200,7 @@ defop(
     "normal",
     inputs=(),
     attrs={"shape": [], "mean": 0.0, "std": 1.0, "dtype": "float32", "seed": 0},
+    attr_types={"shape": ints(0), "dtype": DTYPE, "seed": int_at_least(0)},
     kernel=lambda xp, shape, mean=0.0, std=1.0, dtype="float32", seed=0: random.normal(
         xp, shape, mean, std, dtype, seed
     ),
@@ -191,6 +211,7 @@ defop(
     "randint",
     inputs=(),
     attrs={"shape": [], "low": 0, "high": None, "dtype": "int64", "seed": 0},
+    attr_types={"shape": ints(0), "high": INT, "dtype": DTYPE, "seed": int_at_least(0)},
     kernel=lambda xp, shape, low=0, high=None, dtype="int64", seed=0: random.randint(
         xp, shape, low, high, dtype, seed
     ),
@@ -209,6 +230,7 @@ def _bernoulli_mask_infer(x, p=0.5, seed=0):
 defop(
     "bernoulli_mask",
     attrs={"p": 0.5, "seed": 0},
+    attr_types={"p": number_in(0, 1), "seed": int_at_least(0)},
     kernel=lambda xp, x, p=0.5, seed=0: random.bernoulli(xp, x.shape, 1.0 - p, x.dtype, seed),
     infer=_bernoulli_mask_infer,
     random=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from dy2stat.kernels.backend import to_host
-from dy2stat.runtime.registry import defop
+from dy2stat.runtime.registry import AttrType, defop
 
 
 def _print_kernel(xp, values, texts=(), sep=" ", end="\n"):
@@ -31,6 +31,9 @@ defop(
     inputs=("X*",),
     outputs=(),
     attrs={"texts": [], "sep": " ", "end": "\n"},
+    attr_types={"texts": AttrType("a list of strings and nulls (where values go)",
+                                  lambda v: isinstance(v, list)
+                                  and all(t is None or isinstance(t, str) for t in v))},
     kernel=_print_kernel,
     infer=lambda xs, **_: (),
     doc="Print values when the program runs (texts hold None where a value goes).",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dy2stat.kernels import fusion
 from dy2stat.runtime import dtypes
-from dy2stat.runtime.registry import Meta, defop, get_op
+from dy2stat.runtime.registry import CHECKED_BY_INFER, DTYPE, Meta, defop, get_op
 
 FUSED = "fused_elementwise"
 
@@ -104,6 +104,7 @@ defop(
     FUSED,
     inputs=("X*",),
     attrs={"expr": [], "dtype": "float32"},
+    attr_types={"expr": CHECKED_BY_INFER, "dtype": DTYPE},
     kernel=_kernel,
     infer=_infer,
     grad=_grad,

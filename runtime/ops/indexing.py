@@ -11,7 +11,7 @@ import numpy as np
 from dy2stat.runtime import dtypes, shapes
 from dy2stat.runtime.ops.manipulation import _add_at
 from dy2stat.runtime.ops.math import unbroadcast
-from dy2stat.runtime.registry import Meta, defop
+from dy2stat.runtime.registry import AttrType, Meta, defop
 
 fmt = shapes.fmt
 
@@ -83,6 +83,44 @@ def _plain_list(items):
                 "index with a tensor instead"
             )
     return out
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63
+
+
+def _is_tensor_entry(entry) -> bool:
+    return (isinstance(entry, list) and len(entry) == 2 and entry[0] == "tensor"
+            and _is_int(entry[1]) and entry[1] >= 0)
+
+
+def _is_plain_list(value) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(v, bool) or _is_int(v) or _is_plain_list(v) for v in value)
+
+
+def _is_entry(entry) -> bool:
+    """One entry of an encoded index, as the comment above lists them."""
+    if _is_int(entry):
+        return True
+    if not isinstance(entry, list) or not entry:
+        return False
+    tag, rest = entry[0], entry[1:]
+    if tag == "slice":
+        return len(rest) == 3 and all(b is None or _is_int(b) or _is_tensor_entry(b)
+                                      for b in rest)
+    if tag in ("none", "ellipsis"):
+        return not rest
+    if tag == "bool":
+        return len(rest) == 1 and isinstance(rest[0], bool)
+    if tag == "list":
+        return len(rest) == 1 and _is_plain_list(rest[0])
+    return _is_tensor_entry(entry)
+
+
+INDEX = AttrType("an encoded index (a list of ints and tagged entries: see "
+                 "runtime/ops/indexing.py)",
+                 lambda v: isinstance(v, list) and all(_is_entry(e) for e in v))
 
 
 def decode_index(encoded, tensor_arrays, xp=np) -> tuple:
@@ -237,6 +275,7 @@ defop(
     "getitem",
     inputs=("X", "Index*"),
     attrs={"index": []},
+    attr_types={"index": INDEX},
     kernel=_getitem_kernel,
     infer=lambda x, indices, index: Meta(index_shape(x.shape, index, indices), x.dtype),
     grad=_getitem_grad,
@@ -258,6 +297,7 @@ defop(
     "getitem_grad",
     inputs=("G", "X", "Index*"),
     attrs={"index": []},
+    attr_types={"index": INDEX},
     kernel=_getitem_grad_kernel,
     infer=lambda g, x, indices, index: Meta(tuple(x.shape), g.dtype),
     grad=lambda e, ins, outs, douts, attrs, need: [
@@ -313,6 +353,7 @@ defop(
     "setitem",
     inputs=("X", "Value", "Index*"),
     attrs={"index": []},
+    attr_types={"index": INDEX},
     kernel=_setitem_kernel,
     infer=_setitem_infer,
     grad=_setitem_grad,

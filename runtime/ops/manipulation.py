@@ -11,7 +11,7 @@ import numpy as np
 from dy2stat.kernels import select
 from dy2stat.runtime import dtypes, shapes
 from dy2stat.runtime.ops.math import unbroadcast
-from dy2stat.runtime.registry import Meta, defop
+from dy2stat.runtime.registry import AXES, INT, NONE, Meta, defop, int_at_least, ints
 
 fmt = shapes.fmt
 
@@ -46,6 +46,7 @@ def _reshape_target(shape, target):
 defop(
     "reshape",
     attrs={"shape": []},
+    attr_types={"shape": ints(-1)},
     kernel=lambda xp, x, shape: x.reshape(_reshape_target(x.shape, shape)),
     infer=lambda x, shape: Meta(shapes.reshape(x.shape, shape, "reshape"), x.dtype),
     grad=_reshape_like_grad,
@@ -119,6 +120,7 @@ def _flatten_shape(shape, start_axis, stop_axis, op="flatten"):
 defop(
     "squeeze",
     attrs={"axis": None},
+    attr_types={"axis": AXES},
     kernel=lambda xp, x, axis=None: x.reshape(_squeeze_shape(x.shape, axis)),
     infer=lambda x, axis=None: Meta(_squeeze_shape(tuple(x.shape), axis), x.dtype),
     grad=_reshape_like_grad,
@@ -134,6 +136,7 @@ def _unsqueeze_infer(x, axis):
 defop(
     "unsqueeze",
     attrs={"axis": None},
+    attr_types={"axis": AXES},
     kernel=lambda xp, x, axis: x.reshape(_unsqueeze_shape(x.shape, axis)),
     infer=_unsqueeze_infer,
     grad=_reshape_like_grad,
@@ -173,6 +176,7 @@ def _transpose_grad(e, ins, outs, douts, attrs, need):
 defop(
     "transpose",
     attrs={"perm": []},
+    attr_types={"perm": ints()},
     kernel=lambda xp, x, perm: xp.transpose(x, perm),
     infer=_transpose_infer,
     grad=_transpose_grad,
@@ -326,6 +330,7 @@ defop(
     "unstack",
     outputs=("Outs*",),
     attrs={"axis": 0, "num": None},
+    attr_types={"num": NONE | int_at_least(0)},
     kernel=_unstack_kernel,
     infer=_unstack_infer,
     grad=lambda e, ins, outs, douts, attrs, need: [e("stack", douts[0], axis=attrs["axis"])],
@@ -374,6 +379,7 @@ defop(
     "split",
     outputs=("Outs*",),
     attrs={"num_or_sections": 1, "axis": 0},
+    attr_types={"num_or_sections": int_at_least(1) | ints(-1)},
     kernel=_split_kernel,
     infer=_split_infer,
     grad=lambda e, ins, outs, douts, attrs, need: [e("concat", douts[0], axis=attrs["axis"])],
@@ -490,6 +496,7 @@ def _expand_shape(shape, target, op="expand"):
 defop(
     "expand",
     attrs={"shape": []},
+    attr_types={"shape": ints(-1)},
     kernel=lambda xp, x, shape: xp.broadcast_to(x, _expand_shape(x.shape, shape)),
     infer=lambda x, shape: Meta(_expand_shape(tuple(x.shape), shape), x.dtype),
     grad=lambda e, ins, outs, douts, attrs, need: [unbroadcast(e, douts[0], ins[0])],
@@ -522,6 +529,7 @@ def _tile_grad_kernel(xp, g, x, repeat_times):
 defop(
     "tile",
     attrs={"repeat_times": []},
+    attr_types={"repeat_times": ints(0)},
     kernel=lambda xp, x, repeat_times: xp.tile(x, tuple(repeat_times)),
     infer=_tile_infer,
     grad=lambda e, ins, outs, douts, attrs, need: [
@@ -532,6 +540,7 @@ defop(
     "tile_grad",
     inputs=("G", "X"),
     attrs={"repeat_times": []},
+    attr_types={"repeat_times": ints(0)},
     kernel=_tile_grad_kernel,
     infer=lambda g, x, repeat_times: Meta(tuple(x.shape), g.dtype),
     grad=lambda e, ins, outs, douts, attrs, need: [
@@ -556,6 +565,7 @@ def _flip_infer(x, axis):
 defop(
     "flip",
     attrs={"axis": []},
+    attr_types={"axis": INT | ints()},
     kernel=_flip_kernel,
     infer=_flip_infer,
     grad=lambda e, ins, outs, douts, attrs, need: [e("flip", douts[0], axis=attrs["axis"])],
@@ -575,6 +585,7 @@ def _one_hot_infer(x, num_classes):
 defop(
     "one_hot",
     attrs={"num_classes": None},
+    attr_types={"num_classes": int_at_least(1)},
     kernel=lambda xp, x, num_classes: (
         x[..., None] == xp.arange(num_classes, dtype=x.dtype)
     ).astype(xp.float32),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from dy2stat.runtime import dtypes, shapes
-from dy2stat.runtime.registry import Meta, defop
+from dy2stat.runtime.registry import AXES, DTYPE, INT, NONE, Meta, defop
 
 # ---------------------------------------------------------------- inference
 
@@ -319,6 +319,7 @@ def _cast_infer(x, dtype):
 defop(
     "cast",
     attrs={"dtype": "float32"},
+    attr_types={"dtype": DTYPE},
     kernel=lambda xp, x, dtype: x.astype(dtype, copy=False),
     infer=_cast_infer,
     grad=_cast_grad,
@@ -391,6 +392,7 @@ for _name, (_kernel, _grad, _dtypes) in _REDUCE.items():
     defop(
         _name,
         attrs={"axis": None, "keepdim": False},
+        attr_types={"axis": AXES.of_input("X")},
         kernel=_kernel,
         infer=_sum_dtype if _name == "sum" else _reduce_infer(_name),
         grad=_grad,
@@ -401,6 +403,7 @@ for _name, _fn in {"any": "any", "all": "all"}.items():
     defop(
         _name,
         attrs={"axis": None, "keepdim": False},
+        attr_types={"axis": AXES.of_input("X")},
         kernel=(lambda fn: lambda xp, x, axis=None, keepdim=False: xp.asarray(
             getattr(xp, fn)(x, axis=_axes(x, axis), keepdims=keepdim)))(_fn),
         infer=_reduce_infer(_name, dtypes.bool_),
@@ -421,6 +424,7 @@ for _name, _fn in {"argmax": "argmax", "argmin": "argmin"}.items():
     defop(
         _name,
         attrs={"axis": None, "keepdim": False},
+        attr_types={"axis": (NONE | INT).of_input("X")},
         kernel=_arg_kernel(_fn),
         infer=_reduce_infer(_name, dtypes.int64),
         dtypes=dtypes.NUMERIC,
@@ -451,6 +455,7 @@ defop(
     "sum_grad",
     inputs=("Grad", "X"),
     attrs={"axis": None, "keepdim": False},
+    attr_types={"axis": AXES.of_input("X")},
     kernel=_sum_grad_kernel,
     infer=_spread_infer,
     grad=lambda e, ins, outs, douts, attrs, need: [e("sum", douts[0], **attrs), None],
@@ -461,6 +466,7 @@ defop(
     "mean_grad",
     inputs=("Grad", "X"),
     attrs={"axis": None, "keepdim": False},
+    attr_types={"axis": AXES.of_input("X")},
     kernel=_mean_grad_kernel,
     infer=_spread_infer,
     grad=lambda e, ins, outs, douts, attrs, need: [e("mean", douts[0], **attrs), None],
@@ -526,6 +532,7 @@ def _cumsum_grad(e, ins, outs, douts, attrs, need):
 defop(
     "cumsum",
     attrs={"axis": None, "reverse": False},
+    attr_types={"axis": (NONE | INT).of_input("X")},
     kernel=_cumsum_kernel,
     infer=_cumsum_infer,
     grad=_cumsum_grad,

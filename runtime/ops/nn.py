@@ -14,7 +14,7 @@ import math
 
 from dy2stat.kernels import nn as nnk
 from dy2stat.runtime import dtypes, shapes
-from dy2stat.runtime.registry import Meta, defop
+from dy2stat.runtime.registry import INT, NONE, Meta, defop, number_in, one_of
 
 fmt = shapes.fmt
 
@@ -113,6 +113,7 @@ def _ce_grad(e, ins, outs, douts, attrs, need):
 
 
 _CE_ATTRS = {"soft_label": False, "ignore_index": -100, "reduction": "mean", "axis": -1}
+_CE_TYPES = {"reduction": one_of(*_REDUCTIONS)}
 
 def _ce_kernel(fn):
     def kernel(xp, logits, label, *rest, soft_label=False, **attrs):
@@ -128,6 +129,7 @@ defop(
     inputs=("Logits", "Label"),
     outputs=("Loss",),
     attrs=_CE_ATTRS,
+    attr_types=_CE_TYPES,
     kernel=_ce_kernel(nnk.cross_entropy),
     infer=_ce_infer("cross_entropy"),
     grad=_ce_grad,
@@ -140,6 +142,7 @@ defop(
     inputs=("Logits", "Label", "DLoss"),
     outputs=("DLogits",),
     attrs=_CE_ATTRS,
+    attr_types=_CE_TYPES,
     kernel=_ce_kernel(nnk.cross_entropy_grad),
     infer=_ce_infer("cross_entropy_grad"),
     no_grad=("Label",),
@@ -177,6 +180,7 @@ defop(
     "dropout",
     inputs=("X", "Mask"),
     attrs={"p": 0.5, "mode": "upscale_in_train"},
+    attr_types={"p": number_in(0, 1), "mode": one_of(*_DROPOUT_MODES)},
     kernel=_dropout_kernel,
     infer=_dropout_infer,
     grad=_dropout_grad,
@@ -227,6 +231,7 @@ defop(
     "embedding",
     inputs=("Ids", "W"),
     attrs={"padding_idx": None},
+    attr_types={"padding_idx": NONE | INT},
     kernel=lambda xp, ids, w, padding_idx=None: nnk.embedding(xp, ids, w, padding_idx),
     infer=_embedding_infer,
     grad=_embedding_grad,
@@ -238,6 +243,7 @@ defop(
     "embedding_grad",
     inputs=("Ids", "W", "DOut"),
     attrs={"padding_idx": None},
+    attr_types={"padding_idx": NONE | INT},
     kernel=lambda xp, ids, w, dout, padding_idx=None: nnk.embedding_grad(
         xp, ids, w, dout, padding_idx),
     infer=_embedding_grad_infer,

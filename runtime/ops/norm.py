@@ -11,7 +11,7 @@ from __future__ import annotations
 from dy2stat.kernels import nn as nnk
 from dy2stat.runtime import dtypes, shapes
 from dy2stat.runtime.ops.math import unbroadcast
-from dy2stat.runtime.registry import Meta, defop
+from dy2stat.runtime.registry import Meta, defop, one_of
 
 fmt = shapes.fmt
 
@@ -188,6 +188,7 @@ defop(
     inputs=("X", "Mean", "Variance", "Scale?", "Bias?"),
     outputs=("Y", "MeanOut", "VarianceOut", "SavedMean", "SavedInvStd"),
     attrs=_BN_ATTRS,
+    attr_types={"data_format": one_of(*_CHANNEL_LAST, *_CHANNEL_FIRST)},
     kernel=_batch_norm_kernel,
     infer=_batch_norm_infer,
     grad=_batch_norm_grad,
@@ -202,6 +203,7 @@ defop(
             "DSavedMean?", "DSavedInvStd?"),
     outputs=("DX", "DScale", "DBias"),
     attrs=_BN_ATTRS,
+    attr_types={"data_format": one_of(*_CHANNEL_LAST, *_CHANNEL_FIRST)},
     kernel=_batch_norm_grad_kernel,
     infer=_batch_norm_grad_infer,
     dtypes=dtypes.FLOATS,

@@ -255,8 +255,9 @@ GENERATOR = "import dy2stat as d2s\n\n@d2s.jit.to_static\ndef f(x):\n    yield x
     (["export", "model.py:make", "--input-spec", "x:float32[a,4]", "-o", "o"], "bad dim 'a'"),
     (["export", "model.py", "--input-spec", "x:float32[-1,4]", "-o", "o"],
      "expected MODEL.py:OBJECT"),
-    (["inspect", "saved/missing"], "saved/missing.json: no such file"),
-    (["run", "saved/missing", "--input", "x=x.npy"], "saved/missing.json: no such file"),
+    (["inspect", "saved/missing"], "no saved model at saved/missing: looked for "
+                                   "saved/missing.json and saved/missing.safetensors"),
+    (["run", "saved/missing", "--input", "x=x.npy"], "no saved model at saved/missing"),
     (["run", "saved/net", "--input", "y=x.npy"], "the program has no input named 'y'"),
     (["run", "saved/net", "--input", "x.npy"], "expected NAME=FILE.npy"),
     (["run", "saved/net", "--input", "x=wrong_shape.npy"], "expected shape [-1, 4]"),

@@ -144,3 +144,75 @@ def test_a_loaded_model_rejects_a_contradicting_input(saved):
     loaded = jit.load(str(prefix))
     with pytest.raises(ValueError, match="shape"):
         loaded(d2s.ones([2, 7]))
+
+
+def _small_saved(folder, name="net"):
+    d2s.seed(0)
+    layer = d2s.nn.Linear(3, 2)
+    jit.save(layer, str(folder / name), input_spec=[InputSpec([-1, 3], "float32")])
+    return layer
+
+
+@pytest.mark.parametrize("given", ["{p}", "{p}.json", "{p}.safetensors", "{d}"])
+def test_load_finds_the_files_from_the_prefix_a_file_or_the_folder(tmp_path, given):
+    layer = _small_saved(tmp_path / "out")
+    path = given.format(p=tmp_path / "out" / "net", d=tmp_path / "out")
+    x = d2s.randn([4, 3])
+    np.testing.assert_allclose(jit.load(path)(x).numpy(), layer(x).numpy(), rtol=1e-6)
+    program, feeds, _ = d2s.static.load_inference_model(path)
+    assert feeds == jit.load(path).feed_names
+
+
+def test_a_folder_of_several_models_loads_model_or_says_which_it_holds(tmp_path):
+    _small_saved(tmp_path, "a")
+    _small_saved(tmp_path, "b")
+    with pytest.raises(FileNotFoundError, match=r"jit.load: .* is a folder; looked in it for one "
+                                                r"saved model .*: it holds 2: 'a', 'b'; name one"):
+        jit.load(str(tmp_path))
+    _small_saved(tmp_path, "model")  # what ProgramTranslator.save_inference_model writes
+    assert jit.load(str(tmp_path)).feed_names
+
+
+def test_a_missing_model_says_what_it_looked_for(tmp_path):
+    with pytest.raises(FileNotFoundError) as info:
+        jit.load(str(tmp_path / "nope.json"))
+    assert str(info.value) == (f"jit.load: no saved model at {tmp_path / 'nope.json'}: looked "
+                               f"for {tmp_path / 'nope.json'}.json and "
+                               f"{tmp_path / 'nope.json'}.safetensors (the path is the prefix "
+                               "given to jit.save)")
+    with pytest.raises(FileNotFoundError, match="it holds none"):
+        jit.load(str(tmp_path))
+
+
+def test_a_loaded_model_holds_its_parameters_without_a_second_copy(tmp_path):
+    """A parameter file loads in memory about its own size (views of one buffer)."""
+    import tracemalloc
+
+    d2s.seed(0)
+    big = d2s.nn.Sequential(d2s.nn.Linear(1024, 1024), d2s.nn.Linear(1024, 1024))
+    jit.save(big, str(tmp_path / "big"), input_spec=[InputSpec([-1, 1024], "float32")])
+    size = (tmp_path / "big.safetensors").stat().st_size
+    del big
+    tracemalloc.start()
+    try:
+        loaded = jit.load(str(tmp_path / "big"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert size > 8_000_000 and peak < 1.3 * size, (peak, size)
+    loaded.train()
+    opt = d2s.optimizer.SGD(learning_rate=0.1, parameters=loaded.parameters())
+    loaded(d2s.randn([2, 1024])).mean().backward()
+    opt.step()  # the views are writable
+
+
+def test_errors_about_a_feed_quote_its_name_in_a_few_hundred_characters(tmp_path):
+    _small_saved(tmp_path)
+    doc = json.loads((tmp_path / "net.json").read_text())
+    old = doc["feed"][0]
+    text = (tmp_path / "net.json").read_text().replace(json.dumps(old), json.dumps("x" * 10**6))
+    (tmp_path / "net.json").write_text(text)
+    loaded = jit.load(str(tmp_path / "net"))
+    with pytest.raises(ValueError) as info:
+        loaded(d2s.randn([2, 7]))
+    assert len(str(info.value)) < 600 and "1,000,000 characters" in str(info.value)

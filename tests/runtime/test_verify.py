@@ -416,3 +416,165 @@ def test_a_while_that_saves_an_unknown_body_value_is_refused():
     loop.attrs["saved"] = ["no_such_value"]
     with pytest.raises(VerifyError, match="no_such_value"):
         verify(main)
+
+
+# --------------------------------------------- attr types, promotion, loops
+
+
+def _one_op(op_type, inputs: dict, attrs: dict, out_shape=(3,), out_dtype="float32"):
+    """A program with data vars for ``inputs`` (name -> (shape, dtype)) and one op
+    writing ``out``; the op's attrs are taken as given."""
+    p = Program()
+    g = p.global_block()
+    slots = {}
+    for slot, (shape, dtype) in inputs.items():
+        g.create_var(shape, dtype, name=slot.lower(), is_data=True)
+        slots[slot] = [slot.lower()]
+    g.create_var(out_shape, out_dtype, name="out")
+    g.append_op(Operator(op_type, slots, {"Out": ["out"]}, attrs))
+    return p
+
+
+@pytest.mark.parametrize("op_type, attrs, field, fragment", [
+    ("sum", {"keepdim": 1}, "attrs.keepdim", "expected true or false, got 1"),
+    ("sum", {"axis": 0.5}, "attrs.axis", "expected null or an integer or a list of ints"),
+    ("reshape", {"shape": [3, "a"]}, "attrs.shape", "expected a list of ints >= -1"),
+    ("reshape", {"shape": [3, True]}, "attrs.shape", "expected a list of ints >= -1"),
+    ("cast", {"dtype": "f4"}, "attrs.dtype", "expected a dtype name"),
+    ("scale", {"scale": "2"}, "attrs.scale", "expected a number, got '2'"),
+    ("scale", {"scale": True}, "attrs.scale", "expected a number, got True"),
+    ("getitem", {"index": [True]}, "attrs.index", "expected an encoded index"),
+    ("bernoulli_mask", {"p": 1.5}, "attrs.p", "expected a number from 0 to 1"),
+    ("getitem", {"index": [["slice", 0, "a", None]]}, "attrs.index", "expected an encoded index"),
+    ("getitem", {"index": [["tensor", -1]]}, "attrs.index", "expected an encoded index"),
+    ("sum", {"axis": 1}, "attrs.axis", "axis 1 is out of range for X, which has 1 dims"),
+    ("cumsum", {"axis": -2}, "attrs.axis", "axis -2 is out of range"),
+    ("sum", {"axis": [0, -1]}, "attrs.axis", "names an axis twice: [0, -1]"),
+])
+def test_attr_values_are_checked_against_the_registry(op_type, attrs, field, fragment):
+    p = _one_op(op_type, {"X": ((3,), "float32")}, attrs)
+    broken(p, fragment, field=f"blocks[0].ops[0].{field}")
+
+
+@pytest.mark.parametrize("attrs, field, fragment", [
+    ({"shape": [2, -1]}, "attrs.shape", "expected a list of ints >= 0"),
+    ({"shape": [2], "seed": -1}, "attrs.seed", "expected an integer >= 0, got -1"),
+    ({"shape": [2], "dtype": "complex64"}, "attrs.dtype", "expected a dtype name"),
+])
+def test_attr_ranges_are_checked(attrs, field, fragment):
+    p = _one_op("uniform", {}, attrs, out_shape=(2,))
+    broken(p, fragment, field=f"blocks[0].ops[0].{field}")
+
+
+def test_every_attr_of_every_op_has_a_declared_type():
+    from dy2stat.runtime.registry import OPS
+
+    undeclared = [f"{op.type}.{k}" for op in OPS.values() for k in op.attrs
+                  if op.attr_type(k) is None]
+    assert undeclared == []
+
+
+def _mixed_add(dtype_x, dtype_y, out_dtype):
+    return _one_op("add", {"X": ((3,), dtype_x), "Y": ((3,), dtype_y)}, {},
+                   out_dtype=out_dtype)
+
+
+def test_promoted_inputs_must_promote_alike_in_numpy_and_dy2stat():
+    # float32 + int64: dy2stat infers float32, NumPy computes float64
+    broken(_mixed_add("float32", "int64", "float32"),
+           "op 'add' reads float32 (inputs.X[0]) and int64 here: dy2stat promotes them to "
+           "float32 but the kernel computes float64", field="blocks[0].ops[0].inputs.Y[0]")
+    verify(_mixed_add("float32", "float64", "float64"))  # both say float64
+    verify(_mixed_add("float32", "float32", "float32"))
+
+
+def _saved_loop(tmp_path):
+    """A converted loop (float32 x + int64 i cast inside the body), saved with jit.save."""
+    @d2s.jit.to_static
+    def f(x, n):
+        i = d2s.zeros([1], "int64")
+        while i < n:
+            x = x + i
+            i = i + 1
+        return x
+
+    spec = [d2s.static.InputSpec([2], "float32", "x"), d2s.static.InputSpec([1], "int64", "n")]
+    d2s.jit.save(f, str(tmp_path / "loop"), input_spec=spec)
+    return tmp_path / "loop"
+
+
+def test_a_saved_loop_body_whose_cast_was_removed_is_refused(tmp_path):
+    prefix = _saved_loop(tmp_path)
+    doc = json.loads((tmp_path / "loop.json").read_text())
+    loaded = d2s.jit.load(str(prefix))
+    np.testing.assert_array_equal(loaded(d2s.ones([2]), d2s.to_tensor([3])).numpy(), [4, 4])
+    casts = {op["outputs"]["Out"][0]: op["inputs"]["X"][0] for b in doc["blocks"]
+             for op in b["ops"] if op["type"] == "cast"}
+    where = next((b["idx"], j) for b in doc["blocks"] for j, op in enumerate(b["ops"])
+                 if op["type"] == "add" and op["inputs"]["Y"][0] in casts)
+    op = doc["blocks"][where[0]]["ops"][where[1]]
+    op["inputs"]["Y"] = [casts[op["inputs"]["Y"][0]]]  # float32 + int64, no cast
+    del doc["params_sha256"]
+    (tmp_path / "loop.json").write_text(json.dumps(doc))
+    with pytest.raises(FormatError) as info:
+        d2s.jit.load(str(prefix))
+    assert info.value.field == f"blocks[{where[0]}].ops[{where[1]}].inputs.Y[0]"
+    assert "the kernel computes float64" in str(info.value)
+
+
+def _with_while_grad():
+    d2s.enable_static()
+    try:
+        main, *_ = _frontend_program()
+    finally:
+        d2s.disable_static()
+    block, i, op = next((b, i, op) for b in main.blocks for i, op in enumerate(b.ops)
+                        if op.type == "while_grad")
+    loop = next(o for b in main.blocks for o in b.ops if o.type == "while")
+    return main, block, i, op, loop
+
+
+def test_a_while_grad_must_match_its_while():
+    main, block, i, op, loop = _with_while_grad()
+    verify(main)
+    where = f"block {block.idx}, op {i} (while_grad)"
+
+    main, block, i, op, loop = _with_while_grad()
+    op.attrs["body_args"] = op.attrs["body_args"][::-1]  # the saved carries bound in reverse
+    broken(main, f"{where}, attrs.body_args: expected", "its while loop's body_args")
+
+    main, block, i, op, loop = _with_while_grad()
+    op.attrs["saved"] = [loop.attrs["body_outs"][0]]  # not what the loop saves
+    broken(main, f"{where}, attrs.saved: expected the start of its while loop's saved list")
+
+    main, block, i, op, loop = _with_while_grad()
+    other = main.create_block(loop.attrs["body_block"])  # a block that is not the loop's body
+    op.attrs["body_block"] = other.idx
+    broken(main, f"{where}, attrs.body_")  # refused: its arguments are not that block's
+
+    main, block, i, op, loop = _with_while_grad()
+    op.inputs["Input"] = op.inputs["Input"][::-1] + ["x"]
+    broken(main, f"{where}, inputs.Input: expected")
+
+
+def test_a_while_grad_without_a_while_is_refused():
+    main, block, i, op, loop = _with_while_grad()
+    carries = op.inputs["Carries"][0]
+    loop.outputs["Carries"] = []
+    block.ops.insert(0, Operator("assign", {"X": ["x"]}, {"Out": [carries]}, {}))
+    with pytest.raises(VerifyError):  # first broken rule: the assign's output
+        verify(main)
+
+
+def test_messages_quote_names_from_a_file_in_a_few_hundred_characters():
+    p, _ = P.mlp()
+    huge = "n" * 10_000_000
+    p.global_block().ops[1].inputs["Y"] = [huge]
+    with pytest.raises(VerifyError) as info:
+        verify(p)
+    assert len(str(info.value)) < 500 and "10,000,000 characters" in str(info.value)
+    doc = serialize.program_to_dict(P.mlp()[0], ["x"], ["y"])
+    doc["blocks"][0]["ops"][0]["attrs"] = {huge: 1}
+    with pytest.raises(FormatError) as info:
+        serialize.program_from_dict(doc, "m.json")
+    assert len(str(info.value)) < 600

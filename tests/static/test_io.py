@@ -53,7 +53,7 @@ def test_save_writes_the_pruned_program_and_its_parameters(tmp_path):
     prefix, _, main, dead = _saved(tmp_path)
     assert os.path.exists(prefix + ".json") and os.path.exists(prefix + ".safetensors")
     doc = json.loads(open(prefix + ".json").read())
-    assert doc["format"] == "dy2stat.program" and doc["version"] == 1
+    assert doc["format"] == "dy2stat.program" and doc["version"] == 2
     assert doc["feed"] == ["x"] and len(doc["fetch"]) == 1
     names = {v["name"] for b in doc["blocks"] for v in b["vars"]}
     params = {v["name"] for v in doc["blocks"][0]["vars"] if v["persistable"]}
@@ -150,7 +150,8 @@ def test_wrong_versions(tmp_path):
     with open(prefix + ".json", "w") as f:
         json.dump(doc, f)
     _load_fails_naming(prefix, prefix + ".json", "version 99 is not supported")
-    doc["version"] = 1
+    doc["version"] = 1  # a version 1 program records no parameters digest
+    del doc["params_sha256"]
     with open(prefix + ".json", "w") as f:
         json.dump(doc, f)
     from safetensors.numpy import load_file, save_file
@@ -171,8 +172,27 @@ def test_a_program_that_breaks_the_ir_rules_names_the_field(tmp_path):
     assert err.field.startswith("blocks[0].ops[0].inputs.")
 
 
+def _forget_the_digest(prefix):
+    """Make the program one saved without its parameters (no digest to pair them)."""
+    doc = json.loads(open(prefix + ".json").read())
+    del doc["params_sha256"]
+    with open(prefix + ".json", "w") as f:
+        json.dump(doc, f)
+
+
+def test_parameters_from_another_save_are_refused_naming_both_files(tmp_path):
+    prefix, *_ = _saved(tmp_path)
+    from safetensors.numpy import load_file, save_file
+    params = load_file(prefix + ".safetensors")
+    save_file({k: v + 1 for k, v in params.items()}, prefix + ".safetensors",
+              metadata={"format": "dy2stat.params", "version": "1"})
+    _load_fails_naming(prefix, prefix + ".safetensors",
+                       f"not the parameters saved with {prefix}.json", "different saves")
+
+
 def test_parameters_that_do_not_match_the_program(tmp_path):
     prefix, *_ = _saved(tmp_path)
+    _forget_the_digest(prefix)
     from safetensors.numpy import load_file, save_file
     params = load_file(prefix + ".safetensors")
     name = sorted(params)[0]
