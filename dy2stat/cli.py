@@ -387,15 +387,23 @@ def _run(args) -> int:
     return 0
 
 
-_NOTE = re.compile(r"while running (.+) of the static program")
+_NOTE = re.compile(r"while running (.+?)(?:, built at\n(.*))? of the static program",
+                   re.DOTALL)
+_ORIGIN = re.compile(r'\s*File "(.*)", line (\d+)\n\s*(.*)', re.DOTALL)
 
 
 def _failed_op(exc: BaseException) -> str | None:
-    """The op the executor noted on a run-time error (``block 0, op 6 (gather)``)."""
+    """The op the executor noted on a run-time error, on one line: ``block 0, op 6
+    (gather)``, and where the program recorded it, ``at model.py:12 (`x[i]`)``."""
     for note in getattr(exc, "__notes__", ()):
         match = _NOTE.fullmatch(note)
         if match:
-            return match[1]
+            where, origin = match[1], match[2]
+            line = _ORIGIN.fullmatch(origin or "")
+            if line:
+                path, source = printable(line[1], 200), printable(line[3].strip(), 200)
+                where += f" at {path}:{line[2]} (`{source}`)"
+            return where
     return None
 
 

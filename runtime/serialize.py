@@ -56,7 +56,8 @@ _PROGRAM_KEYS = {"format", "version", "random_seed", "feed", "fetch", "params_sh
 _BLOCK_KEYS = {"idx", "parent_idx", "vars", "ops"}
 _VAR_KEYS = {"name", "shape", "dtype", "persistable", "is_data", "stop_gradient"}
 _VAR_FLAGS = ("persistable", "is_data", "stop_gradient")
-_OP_KEYS = {"type", "inputs", "outputs", "attrs"}
+_OP_KEYS = {"type", "inputs", "outputs", "attrs", "origin"}
+ORIGIN_LIMIT = 1000  # characters of an op's recorded source location kept
 _NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 # The longest reason or field path an error carries (names in them are quoted
 # shorter still; this bounds what a message can grow to).
@@ -194,12 +195,15 @@ def _op_to_dict(op: Operator, where: str) -> dict:
             attrs[key] = encode_attr(value)
         except TypeError as e:
             raise TypeError(f"{where} ({op.type}): attr {quote(key)}: {e}") from None
-    return {
+    result = {
         "type": op.type,
         "inputs": {slot: list(names) for slot, names in op.inputs.items()},
         "outputs": {slot: list(names) for slot, names in op.outputs.items()},
         "attrs": attrs,
     }
+    if op.origin:  # where the user's code built it: run-time errors name that line
+        result["origin"] = op.origin[:ORIGIN_LIMIT]
+    return result
 
 
 def encode_attr(value):
@@ -477,7 +481,12 @@ class _ProgramReader:
         inputs = self.slots(raw["inputs"], f"{field}.inputs")
         outputs = self.slots(raw["outputs"], f"{field}.outputs")
         attrs = self.attrs(raw.get("attrs", {}), f"{field}.attrs")
-        return Operator(op_type, inputs, outputs, attrs)
+        op = Operator(op_type, inputs, outputs, attrs)
+        origin = raw.get("origin", "")
+        if not isinstance(origin, str):
+            self.fail(f"{field}.origin", f"expected a string, got {_kind(origin)}")
+        op.origin = origin[:ORIGIN_LIMIT]  # text only: shown in messages, never run
+        return op
 
     def slots(self, raw, field) -> dict:
         if not isinstance(raw, dict):

@@ -88,7 +88,10 @@ def test_an_op_that_fails_while_running_is_one_line_naming_it(work, capsys, monk
                            "i=i_bad.npy")
     line = one_line(err, "run")
     assert status == 1 and out == ""
-    assert "(gather): IndexError: index 5 is out of bounds" in line and "block 0, op " in line
+    assert "block 0, op " in line
+    # the saved program recorded where the user's code built the op
+    assert "(gather) at " in line and "model.py:15 (`return d2s.gather(y, i)`): " \
+        "IndexError: index 5 is out of bounds" in line
 
 
 def test_a_failed_assert_is_one_line_with_its_message(work, capsys, monkeypatch):
@@ -96,7 +99,8 @@ def test_a_failed_assert_is_one_line_with_its_message(work, capsys, monkeypatch)
     status, _, err = run(capsys, "run", "saved/net", "--input", "x=big.npy", "--input", "i=i.npy")
     line = one_line(err, "run")
     assert status == 1
-    assert line.endswith("(assert): assertion failed: the sum is too small"), line
+    assert line.endswith('model.py:14 (`assert y.sum() > -5, "the sum is too small"`): '
+                         "assertion failed: the sum is too small"), line
 
 
 @pytest.mark.parametrize("file, message", [

@@ -815,3 +815,20 @@ def test_load_in_a_new_process(tmp_path):
     subprocess.run([sys.executable, "-c", script], check=True, cwd=root, timeout=120)
     (expected,) = P.run(program, {"x": x}, params, FETCH)
     assert same_bits(np.load(tmp_path / "y.npy", allow_pickle=False), expected)
+
+
+def test_where_an_op_was_built_round_trips_as_text_and_is_checked():
+    program, _ = P.mlp()
+    op = program.global_block().ops[0]
+    op.origin = '  File "model.py", line 12\n    h = x @ w'
+    doc = S.program_to_dict(program, FEED, FETCH)
+    assert doc["blocks"][0]["ops"][0]["origin"] == op.origin
+    assert "origin" not in doc["blocks"][0]["ops"][1]  # nothing recorded: left out
+    loaded, _, _ = S.program_from_json(json.dumps(doc), "model.json")
+    assert loaded.global_block().ops[0].origin == op.origin
+    doc["blocks"][0]["ops"][0]["origin"] = "x" * 5000  # kept, cut to the limit
+    loaded, _, _ = S.program_from_json(json.dumps(doc), "model.json")
+    assert len(loaded.global_block().ops[0].origin) == S.ORIGIN_LIMIT
+    doc["blocks"][0]["ops"][0]["origin"] = {"code": "import os"}
+    with pytest.raises(S.FormatError, match=r"model\.json.*ops\[0\]\.origin.*expected a string"):
+        S.program_from_json(json.dumps(doc), "model.json")
