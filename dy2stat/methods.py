@@ -61,6 +61,34 @@ def _transpose(self, *perm):
     return ops.transpose(self, ops._shape_list(perm) if perm else list(range(self.ndim))[::-1])
 
 
+def _permute(self, *dims):
+    return ops.transpose(self, ops._shape_list(dims))
+
+
+def _view(self, *shape):
+    return ops.reshape(self, ops._shape_list(shape))
+
+
+def _t(self):
+    """The transpose of a matrix (a 0-D or 1-D tensor is returned as it is)."""
+    if len(self.shape) > 2:
+        raise ValueError(f"t(): the tensor must be at most 2-D, got shape {list(self.shape)}; "
+                         "use transpose or permute")
+    return self if len(self.shape) < 2 else ops.transpose(self, [1, 0])
+
+
+def _no_value(what):
+    """``item``/``tolist`` on a static value: it has no value until the program runs."""
+
+    def method(self):
+        raise TypeError(
+            f"{what}() needs the tensor's value, which a static program has only when it "
+            f"runs ({self.name}); keep the computation in tensors, or move it out of the "
+            "converted function (d2s.jit.not_to_static)")
+
+    return method
+
+
 def _backward(self, grad_tensor=None, retain_graph=False):
     autograd.backward([self], None if grad_tensor is None else [grad_tensor], retain_graph)
 
@@ -121,6 +149,11 @@ SURFACE = {
     "__len__": _len,
     "__iter__": _iter,
     "reshape": _reshape,
+    "view": _view,
+    "permute": _permute,
+    "t": _t,
+    "item": _no_value("item"),
+    "tolist": _no_value("tolist"),
     "transpose": _transpose,
     "backward": _backward,
     "astype": ops.cast,
@@ -135,13 +168,18 @@ for _name in (
     "equal not_equal less_than less_equal greater_than greater_equal "
     "logical_and logical_or logical_xor logical_not "
     "sum mean max min prod any all argmax argmin cumsum matmul mm "
-    "concat split squeeze unsqueeze flatten expand broadcast_to tile flip gather one_hot"
+    "concat split squeeze unsqueeze flatten expand broadcast_to tile flip gather one_hot "
+    "rsqrt isnan isinf isfinite masked_fill allclose var std logsumexp norm cumprod "
+    "argsort sort topk bmm outer tril triu diag chunk unbind roll repeat_interleave "
+    "gather_nd index_select scatter masked_select nonzero strided_slice slice"
 ).split():
     SURFACE.setdefault(_name, getattr(ops, _name))
 
 
 def install(cls) -> None:
-    """Give ``cls`` the shared surface (called for Tensor and Variable)."""
+    """Give ``cls`` the shared surface (called for Tensor and Variable); a method the
+    class defines itself (``Tensor.item``) stays."""
     for name, fn in SURFACE.items():
-        setattr(cls, name, fn)
+        if name not in cls.__dict__:
+            setattr(cls, name, fn)
     cls.__hash__ = object.__hash__
