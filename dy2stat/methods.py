@@ -10,6 +10,7 @@ from dy2stat import autograd, ops
 from dy2stat.dispatch import apply, binary, unary
 from dy2stat.runtime import dtypes
 from dy2stat.runtime.ops.indexing import encode_index
+from dy2stat.tensor import Tensor
 
 
 def _is_bool(x) -> bool:
@@ -77,15 +78,19 @@ def _t(self):
     return self if len(self.shape) < 2 else ops.transpose(self, [1, 0])
 
 
-def _no_value(what):
-    """``item``/``tolist`` on a static value: it has no value until the program runs."""
+def _value(name):
+    """``Tensor.item``/``tolist``; on a static value, an error saying why it cannot be."""
+    eager = getattr(Tensor, name)  # (taken before install puts this method in its place)
 
     def method(self):
-        raise TypeError(
-            f"{what}() needs the tensor's value, which a static program has only when it "
-            f"runs ({self.name}); keep the computation in tensors, or move it out of the "
-            "converted function (d2s.jit.not_to_static)")
+        if self.is_static:
+            raise TypeError(
+                f"{name}() needs the tensor's value, which a static program has only when "
+                f"it runs ({self.name}); keep the computation in tensors, or leave this "
+                "code unconverted (d2s.jit.not_to_static)")
+        return eager(self)
 
+    method.__name__, method.__doc__ = name, eager.__doc__
     return method
 
 
@@ -152,8 +157,8 @@ SURFACE = {
     "view": _view,
     "permute": _permute,
     "t": _t,
-    "item": _no_value("item"),
-    "tolist": _no_value("tolist"),
+    "item": _value("item"),
+    "tolist": _value("tolist"),
     "transpose": _transpose,
     "backward": _backward,
     "astype": ops.cast,
@@ -177,9 +182,7 @@ for _name in (
 
 
 def install(cls) -> None:
-    """Give ``cls`` the shared surface (called for Tensor and Variable); a method the
-    class defines itself (``Tensor.item``) stays."""
+    """Give ``cls`` the shared surface (called for Tensor and Variable)."""
     for name, fn in SURFACE.items():
-        if name not in cls.__dict__:
-            setattr(cls, name, fn)
+        setattr(cls, name, fn)
     cls.__hash__ = object.__hash__

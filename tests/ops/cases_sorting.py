@@ -12,9 +12,9 @@ def _argsort_ref(x, axis=-1, descending=False):
     moved = np.moveaxis(x, axis, -1)
     out = np.empty(moved.shape, np.int64)
     for idx in np.ndindex(moved.shape[:-1]):
-        row = list(moved[idx])
-        key = (lambda i: (-row[i], i)) if descending else (lambda i: (row[i], i))
-        out[idx] = sorted(range(len(row)), key=key)
+        sign = -1 if descending else 1
+        pairs = sorted((sign * v, i) for i, v in enumerate(moved[idx].tolist()))
+        out[idx] = [i for _, i in pairs]
     return np.moveaxis(out, -1, axis)
 
 
