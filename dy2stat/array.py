@@ -18,7 +18,8 @@ __all__ = ["array_length", "array_read", "array_write", "create_array"]
 
 
 def create_array(dtype="float32", initialized_list=None) -> list:
-    """A new tensor array (a Python list), holding ``initialized_list`` when given."""
+    """A new tensor array (a Python list), holding ``initialized_list`` when given. (The
+    elements keep the dtype they are written with; ``dtype`` is Paddle's argument.)"""
     return list(initialized_list) if initialized_list is not None else []
 
 

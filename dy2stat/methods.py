@@ -6,6 +6,8 @@ one runs against the other.
 
 from __future__ import annotations
 
+import numpy as np
+
 from dy2stat import autograd, ops
 from dy2stat.dispatch import apply, binary, unary
 from dy2stat.runtime import dtypes
@@ -67,6 +69,9 @@ def _permute(self, *dims):
 
 
 def _view(self, *shape):
+    if len(shape) == 1 and isinstance(shape[0], (str, type, np.dtype)):
+        raise TypeError(f"view: expected a shape, got {shape[0]!r}; to change the dtype "
+                        "use astype")
     return ops.reshape(self, ops._shape_list(shape))
 
 

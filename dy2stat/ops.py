@@ -377,7 +377,7 @@ def norm(x, p="fro", axis=None, keepdim=False):
         axis = axis[0]
     if p == "fro":
         p = 2
-    if isinstance(p, str) or p < 0:
+    if isinstance(p, str) or (p < 0 and p != -_math.inf):
         raise ValueError(f"norm: p={p!r} is not supported (use 'fro', 0, 1, 2, inf, -inf "
                          "or a positive number)")
     magnitude = abs(x)
@@ -548,6 +548,8 @@ def _items(values, n):
 
 def increment(x, value=1.0):
     """Add ``value`` to the one-element ``x`` in place; returns ``x``."""
+    if not hasattr(x, "_assign"):
+        raise TypeError(f"increment: x must be a tensor, got {type(x).__name__}")
     if -1 not in x.shape and _math.prod(x.shape) != 1:
         raise ValueError(f"increment: x must have one element, got shape {list(x.shape)}")
     x._assign(lambda old: apply("scale", old, bias=float(value)))

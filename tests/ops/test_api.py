@@ -16,7 +16,7 @@ import pytest
 
 import dy2stat as d2s
 from dy2stat import jit
-from dy2stat.runtime import serialize
+from dy2stat.runtime import passes, serialize, verify
 from dy2stat.static import InputSpec
 from tests.ops.api_cases import CASES
 from tests.static.helpers import building, run
@@ -134,38 +134,58 @@ def _specs(case):
     return specs
 
 
-@pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_static_program(case):
-    """Built into a program with the inputs as data (a -1 batch dim), saved as JSON and
-    loaded again, run by the executor; static gradients (the gradient ops saved too)
-    equal eager's."""
+def _static_program(case):
+    """(program, feed, fetch names, output count): the call on data variables (a -1
+    batch dim) and, for a differentiable case, the gradients of sum(w * out) w.r.t.
+    its float inputs (the weights fed as data)."""
     checked = _float_inputs(case)
-    eager_outs = _flat(case.call(*_tensors(case)))
-    weights = _weights(eager_outs)
+    weights = _weights(_flat(case.call(*_tensors(case))))
+    float_weights = [w for w in weights if w is not None]
     with building() as (main, _):
         data = [d2s.static.data(s.name, s.shape, s.dtype) for s in _specs(case)]
         outs = _flat(case.call(*data))
         grads = []
         if checked:
-            float_outs = [(o, w) for o, w in zip(outs, weights) if w is not None]
+            float_outs = [o for o, w in zip(outs, weights) if w is not None]
             seeds = [d2s.static.data(f"w{k}", list(w.shape), str(o.dtype))
-                     for k, (o, w) in enumerate(float_outs)]
-            grads = d2s.static.gradients([o for o, _ in float_outs], [data[i] for i in checked],
+                     for k, (o, w) in enumerate(zip(float_outs, float_weights))]
+            grads = d2s.static.gradients(float_outs, [data[i] for i in checked],
                                          target_gradients=seeds)
     feed = {f"x{k}": x for k, x in enumerate(case.inputs)}
     if checked:
-        feed.update({f"w{k}": w.astype(o.dtype) for k, (o, w) in
-                     enumerate((o, w) for o, w in zip(eager_outs, weights) if w is not None)})
-    fetch = [v.name for v in outs + [g for g in grads if g is not None]]
-    # Saved and loaded (the loader validates every op) before it runs.
+        feed.update({f"w{k}": w for k, w in enumerate(float_weights)})
+    fetch = [v.name for v in outs + grads]
+    return main, feed, fetch, len(outs)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_static_program(case):
+    """Built into a program, saved as JSON and loaded again (the loader validates every
+    op, the gradient ops too), run by the executor: the values are NumPy's and the
+    static gradients eager's."""
+    main, feed, fetch, n_out = _static_program(case)
     loaded, _, fetch = serialize.program_from_json(serialize.program_to_json(main, [], fetch))
     values = run(loaded, feed, fetch)
-    _check(values[:len(outs)], case.ref(*case.inputs))
+    _check(values[:n_out], case.ref(*case.inputs))
+    checked = _float_inputs(case)
     if checked:
         tensors = _tensors(case, requires_grad=True)
+        weights = _weights(_flat(case.call(*_tensors(case))))
         expected = d2s.grad(_loss(_flat(case.call(*tensors)), weights),
                             [tensors[i] for i in checked])
-        _check(values[len(outs):], [e.numpy() for e in expected])
+        _check(values[n_out:], [e.numpy() for e in expected])
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_graph_passes_keep_the_results(case):
+    """Every graph pass in turn (the program verified after each) changes no result."""
+    main, feed, fetch, _ = _static_program(case)
+    expected = run(main, feed, fetch)
+    program = main
+    for name in passes.PASSES:
+        program = passes.run_passes(program, [name], keep=fetch)
+        verify.verify(program, feed_names=list(feed))
+    _check(run(program, feed, fetch), expected, rtol=1e-12, atol=1e-12)
 
 
 def _converted(case):
@@ -267,3 +287,8 @@ def item_of_a_sum(x):
 def test_item_in_converted_code_says_why_it_cannot_work():
     with pytest.raises(TypeError, match=r"item\(\) needs the tensor's value"):
         jit.to_static(item_of_a_sum)(d2s.ones([2]))
+
+
+def test_view_of_a_dtype_says_to_use_astype():
+    with pytest.raises(TypeError, match="use astype"):
+        d2s.ones([2, 3]).view("float32")
