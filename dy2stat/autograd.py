@@ -115,9 +115,13 @@ def _static_grad(roots, wrt, grad_outputs, create_graph, allow_unused):
             "grad: computing a gradient inside a tensor-dependent branch or loop of "
             "converted code is not supported; compute it before or after that if/while")
     block = framework.current_block()
-    roots, wrt = ([v if isinstance(v, Variable) else Variable(block, builder.capture(v).name)
-                   for v in values] for values in (roots, wrt))
-    grads = static_backward.gradients(roots, wrt, grad_outputs)
+
+    def static(values):  # eager tensors the code reads are captured by the program
+        return [v if v is None or isinstance(v, Variable)
+                else Variable(block, builder.capture(v).name) for v in values]
+
+    seeds = None if grad_outputs is None else static(_as_list(grad_outputs))
+    grads = static_backward.gradients(static(roots), static(wrt), seeds)
     for i, g in enumerate(grads):
         if g is None and not allow_unused:
             raise ValueError(f"grad: inputs[{i}] is not used to compute the outputs; "

@@ -111,3 +111,26 @@ def test_an_unused_input_is_an_error_unless_allowed():
     x, y = tensor([2], stop_gradient=False), tensor([2], stop_gradient=False)
     with pytest.raises(ValueError, match=r"inputs\[1\] is not used"):
         jit.to_static(unused_input)(x, y)
+
+
+
+WEIGHTS = tensor([3], seed=5)
+
+
+def weighted_gradient(x, weights):
+    (g,) = d2s.grad(x * x, x, grad_outputs=weights)
+    return g
+
+
+def weighted_by_a_captured_tensor(x):
+    (g,) = d2s.grad(x * x, x, grad_outputs=WEIGHTS)
+    return g
+
+
+def test_output_gradients_may_be_inputs_or_captured_tensors():
+    x = tensor([3], stop_gradient=False)
+    expected = 2 * x.numpy() * WEIGHTS.numpy()
+    np.testing.assert_allclose(jit.to_static(weighted_gradient)(x, WEIGHTS).numpy(), expected,
+                               rtol=1e-6)
+    np.testing.assert_allclose(jit.to_static(weighted_by_a_captured_tensor)(x).numpy(),
+                               expected, rtol=1e-6)
