@@ -2,6 +2,7 @@
 
 from dy2stat import io, jit, metric, nn, optimizer, static, vision
 from dy2stat import methods as _methods
+from dy2stat.array import array_length, array_read, array_write, create_array
 from dy2stat.autograd import enable_grad, grad, is_grad_enabled, no_grad
 from dy2stat.creation import (
     arange,

@@ -8,7 +8,9 @@ from dy2stat.dispatch import Node, apply
 from dy2stat.dy2static import markers
 from dy2stat.mode import state
 from dy2stat.runtime import dtypes
-from dy2stat.static import builder
+from dy2stat.static import backward as static_backward
+from dy2stat.static import builder, framework
+from dy2stat.static.variable import Variable
 from dy2stat.tensor import Tensor
 
 
@@ -75,9 +77,12 @@ def grad(
 
     With ``create_graph=True`` the gradients are themselves recorded, so they
     can be differentiated again (double grad). ``.grad`` is left untouched.
+    Inside converted code the gradient becomes ops of the program being built.
     """
     roots = _as_list(outputs)
     wrt = _as_list(inputs)
+    if any(isinstance(v, Variable) for v in roots + wrt):
+        return _static_grad(roots, wrt, grad_outputs, create_graph, allow_unused)
     for i, x in enumerate(wrt):
         if not isinstance(x, Tensor):
             raise TypeError(f"grad: inputs[{i}] is a {type(x).__name__}, not a Tensor")
@@ -100,6 +105,29 @@ def grad(
             )
         results.append(g)
     return results
+
+
+def _static_grad(roots, wrt, grad_outputs, create_graph, allow_unused):
+    """``grad`` of static values: gradient ops appended to the program being built, so
+    its own backward differentiates through them (a gradient penalty trains)."""
+    if framework.current_block().idx != 0:
+        raise NotImplementedError(
+            "grad: computing a gradient inside a tensor-dependent branch or loop of "
+            "converted code is not supported; compute it before or after that if/while")
+    block = framework.current_block()
+
+    def static(values):  # eager tensors the code reads are captured by the program
+        return [v if v is None or isinstance(v, Variable)
+                else Variable(block, builder.capture(v).name) for v in values]
+
+    seeds = None if grad_outputs is None else static(_as_list(grad_outputs))
+    grads = static_backward.gradients(static(roots), static(wrt), seeds)
+    for i, g in enumerate(grads):
+        if g is None and not allow_unused:
+            raise ValueError(f"grad: inputs[{i}] is not used to compute the outputs; "
+                             "pass allow_unused=True to get None for it")
+    # Without create_graph a gradient is a constant to the rest of the program.
+    return [g if g is None or create_graph else g.detach() for g in grads]
 
 
 # --------------------------------------------------------------- the engine

@@ -6,10 +6,13 @@ one runs against the other.
 
 from __future__ import annotations
 
+import numpy as np
+
 from dy2stat import autograd, ops
 from dy2stat.dispatch import apply, binary, unary
 from dy2stat.runtime import dtypes
 from dy2stat.runtime.ops.indexing import encode_index
+from dy2stat.tensor import Tensor
 
 
 def _is_bool(x) -> bool:
@@ -59,6 +62,41 @@ def _reshape(self, *shape):
 
 def _transpose(self, *perm):
     return ops.transpose(self, ops._shape_list(perm) if perm else list(range(self.ndim))[::-1])
+
+
+def _permute(self, *dims):
+    return ops.transpose(self, ops._shape_list(dims))
+
+
+def _view(self, *shape):
+    if len(shape) == 1 and isinstance(shape[0], (str, type, np.dtype)):
+        raise TypeError(f"view: expected a shape, got {shape[0]!r}; to change the dtype "
+                        "use astype")
+    return ops.reshape(self, ops._shape_list(shape))
+
+
+def _t(self):
+    """The transpose of a matrix (a 0-D or 1-D tensor is returned as it is)."""
+    if len(self.shape) > 2:
+        raise ValueError(f"t(): the tensor must be at most 2-D, got shape {list(self.shape)}; "
+                         "use transpose or permute")
+    return self if len(self.shape) < 2 else ops.transpose(self, [1, 0])
+
+
+def _value(name):
+    """``Tensor.item``/``tolist``; on a static value, an error saying why it cannot be."""
+    eager = getattr(Tensor, name)  # (taken before install puts this method in its place)
+
+    def method(self):
+        if self.is_static:
+            raise TypeError(
+                f"{name}() needs the tensor's value, which a static program has only when "
+                f"it runs ({self.name}); keep the computation in tensors, or leave this "
+                "code unconverted (d2s.jit.not_to_static)")
+        return eager(self)
+
+    method.__name__, method.__doc__ = name, eager.__doc__
+    return method
 
 
 def _backward(self, grad_tensor=None, retain_graph=False):
@@ -121,6 +159,11 @@ SURFACE = {
     "__len__": _len,
     "__iter__": _iter,
     "reshape": _reshape,
+    "view": _view,
+    "permute": _permute,
+    "t": _t,
+    "item": _value("item"),
+    "tolist": _value("tolist"),
     "transpose": _transpose,
     "backward": _backward,
     "astype": ops.cast,
@@ -135,7 +178,10 @@ for _name in (
     "equal not_equal less_than less_equal greater_than greater_equal "
     "logical_and logical_or logical_xor logical_not "
     "sum mean max min prod any all argmax argmin cumsum matmul mm "
-    "concat split squeeze unsqueeze flatten expand broadcast_to tile flip gather one_hot"
+    "concat split squeeze unsqueeze flatten expand broadcast_to tile flip gather one_hot "
+    "rsqrt isnan isinf isfinite masked_fill allclose var std logsumexp norm cumprod "
+    "argsort sort topk bmm outer tril triu diag chunk unbind roll repeat_interleave "
+    "gather_nd index_select scatter masked_select nonzero strided_slice slice"
 ).split():
     SURFACE.setdefault(_name, getattr(ops, _name))
 

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import builtins as _builtins
+import math as _math
+
+import numpy as _np
+
 from dy2stat.dispatch import apply, binary, unary
+from dy2stat.runtime.ops.linalg import normalize_equation as _normalize_equation
+from dy2stat.runtime.registry import OPS as _OPS
 
 
 def _axis(axis):
@@ -40,8 +47,21 @@ maximum = binary("maximum")
 minimum = binary("minimum")
 
 
-def scale(x, scale=1.0, bias=0.0):
-    return apply("scale", x, scale=float(scale), bias=float(bias))
+def scale(x, scale=1.0, bias=0.0, bias_after_scale=True, act=None):
+    """``scale * x + bias`` (``bias_after_scale=False``: ``scale * (x + bias)``), then the
+    activation ``act`` (an op name such as ``"relu"``) when given. ``scale`` may be a
+    tensor."""
+    if hasattr(scale, "dtype"):  # a tensor: multiply by it
+        out = multiply(x, scale) if bias_after_scale else multiply(add(x, bias), scale)
+        out = add(out, bias) if bias_after_scale and bias else out
+    else:
+        shift = bias if bias_after_scale else bias * scale
+        out = apply("scale", x, scale=float(scale), bias=float(shift))
+    if act is None:
+        return out
+    if act not in _OPS or len(_OPS[act].inputs) != 1:
+        raise ValueError(f"scale: unknown activation {act!r} (an op name such as 'relu')")
+    return apply(act, out)
 
 
 neg = unary("neg")
@@ -184,8 +204,14 @@ def argmin(x, axis=None, keepdim=False):
     return apply("argmin", x, axis=axis, keepdim=keepdim)
 
 
-def cumsum(x, axis=None):
-    return apply("cumsum", x, axis=axis)
+def cumsum(x, axis=None, dtype=None):
+    """The cumulative sum along ``axis`` (None: over the flattened input)."""
+    return apply("cumsum", x if dtype is None else cast(x, dtype), axis=axis)
+
+
+def cumprod(x, dim=None, dtype=None):
+    """The cumulative product along ``dim`` (None: over the flattened input)."""
+    return apply("cumprod", x if dtype is None else cast(x, dtype), dim=dim)
 
 
 _matmul = binary("matmul")
@@ -298,6 +324,236 @@ def clone(x):
 
 
 assign = clone
+
+
+# ----------------------------------------------------- math and statistics
+rsqrt = unary("rsqrt")
+
+
+isnan = unary("isnan")
+
+
+isinf = unary("isinf")
+
+
+isfinite = unary("isfinite")
+
+
+def masked_fill(x, mask, value):
+    """``x`` with ``value`` (a number or a tensor, cast to x's dtype) where ``mask`` is true."""
+    return apply("masked_fill", x, mask, value)
+
+
+def add_n(inputs):
+    """The sum of a list of tensors of one shape and dtype."""
+    if not isinstance(inputs, (list, tuple)):
+        return inputs
+    return apply("add_n", list(inputs))
+
+
+def allclose(x, y, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether ``|x - y| <= atol + rtol * |y|`` everywhere: a 0-D bool tensor."""
+    return apply("allclose", x, y, rtol=float(rtol), atol=float(atol), equal_nan=bool(equal_nan))
+
+
+def var(x, axis=None, unbiased=True, keepdim=False):
+    return apply("var", x, axis=_axis(axis), unbiased=bool(unbiased), keepdim=keepdim)
+
+
+def std(x, axis=None, unbiased=True, keepdim=False):
+    return sqrt(var(x, axis, unbiased, keepdim))
+
+
+def logsumexp(x, axis=None, keepdim=False):
+    return apply("logsumexp", x, axis=_axis(axis), keepdim=keepdim)
+
+
+def norm(x, p="fro", axis=None, keepdim=False):
+    """The vector p-norm of ``x`` over ``axis`` (None: all elements; two axes: the
+    matrix flattened, as Paddle 2.x computes it). ``p``: "fro" (2 over the axes),
+    0, 1, 2, inf, -inf or any positive number."""
+    axis = _axis(axis)
+    if isinstance(axis, list) and len(axis) == 1:
+        axis = axis[0]
+    if p == "fro":
+        p = 2
+    if isinstance(p, str) or (p < 0 and p != -_math.inf):
+        raise ValueError(f"norm: p={p!r} is not supported (use 'fro', 0, 1, 2, inf, -inf "
+                         "or a positive number)")
+    magnitude = abs(x)
+    if p == _math.inf:
+        return max(magnitude, axis, keepdim)
+    if p == -_math.inf:
+        return min(magnitude, axis, keepdim)
+    if p == 0:
+        return sum(cast(not_equal(x, 0), x.dtype), axis, keepdim)
+    if p == 1:
+        return sum(magnitude, axis, keepdim)
+    if p == 2:
+        return sqrt(sum(multiply(x, x), axis, keepdim))
+    return pow(sum(pow(magnitude, float(p)), axis, keepdim), 1.0 / p)
+
+
+# -------------------------------------------------------- sorting and order
+def argsort(x, axis=-1, descending=False, stable=False):
+    """Indices that sort ``x`` along ``axis`` (always stable: ties keep their order)."""
+    return apply("argsort", x, axis=int(axis), descending=bool(descending))
+
+
+def sort(x, axis=-1, descending=False, stable=False):
+    """``x`` sorted along ``axis`` (always stable)."""
+    order = argsort(x, axis, descending)
+    return apply("take_along_axis", x, order, axis=int(axis))
+
+
+def topk(x, k, axis=None, largest=True, sorted=True):
+    """``(values, indices)``: the ``k`` largest (``largest=False``: smallest) along
+    ``axis`` (None: the last), in order."""
+    if getattr(k, "is_static", False):
+        raise TypeError("topk: k must be a Python int in converted code (the output's "
+                        "shape depends on it)")
+    return apply("topk", x, k=int(k), axis=-1 if axis is None else int(axis),
+                 largest=bool(largest))
+
+
+# ------------------------------------------------------------ linear algebra
+def einsum(equation, *operands):
+    """Einstein summation, as ``numpy.einsum`` (``...`` and implicit outputs included)."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = operands[0]
+    explicit = _normalize_equation(equation, [len(x.shape) for x in operands])
+    return apply("einsum", list(operands), equation=explicit)
+
+
+def bmm(x, y):
+    """Batched matrix product of ``[b, n, m]`` and ``[b, m, k]`` tensors."""
+    xs, ys = list(x.shape), list(y.shape)
+    if len(xs) != 3 or len(ys) != 3:
+        raise ValueError(f"bmm: both inputs must be 3-D, got shapes {xs} and {ys}")
+    if xs[0] != ys[0] and -1 not in (xs[0], ys[0]):
+        raise ValueError(f"bmm: the batch sizes differ: shapes {xs} and {ys}")
+    return matmul(x, y)
+
+
+def outer(x, y):
+    """The outer product of the flattened ``x`` and ``y``."""
+    return multiply(reshape(x, [-1, 1]), reshape(y, [1, -1]))
+
+
+def tril(x, diagonal=0):
+    return apply("tril", x, diagonal=int(diagonal))
+
+
+def triu(x, diagonal=0):
+    return apply("triu", x, diagonal=int(diagonal))
+
+
+def diag(x, offset=0, padding_value=0):
+    """A 1-D ``x`` on diagonal ``offset`` of a square matrix, or a 2-D ``x``'s diagonal."""
+    return apply("diag", x, offset=int(offset), padding_value=float(padding_value))
+
+
+# ---------------------------------------------------- splitting and joining
+def chunk(x, chunks, axis=0):
+    """``x`` split into ``chunks`` equal parts along ``axis``."""
+    return split(x, int(chunks), axis)
+
+
+def unbind(input, axis=0):
+    """The slices of ``input`` along ``axis``, that axis removed."""
+    return apply("unstack", input, axis=int(axis))
+
+
+def meshgrid(*args):
+    """Coordinate grids of 1-D tensors ('ij' indexing)."""
+    if len(args) == 1 and isinstance(args[0], (list, tuple)):
+        args = args[0]
+    return apply("meshgrid", list(args))
+
+
+def roll(x, shifts, axis=None):
+    """``x`` shifted circularly along ``axis`` (None: over the flattened input)."""
+    if axis is not None and not isinstance(axis, int):
+        axis = [int(a) for a in axis]
+    if not isinstance(shifts, int):
+        shifts = [int(s) for s in shifts]
+        if axis is None or isinstance(axis, int):
+            shifts = shifts[0] if len(shifts) == 1 else shifts
+    return apply("roll", x, shifts=shifts, axis=axis)
+
+
+def repeat_interleave(x, repeats, axis=None):
+    """Each element repeated ``repeats`` times (an int, or one count per element) along
+    ``axis`` (None: over the flattened input)."""
+    if isinstance(repeats, int):
+        return apply("repeat_interleave", x, None, times=repeats, axis=axis)
+    if isinstance(repeats, (list, tuple)):
+        repeats = _np.asarray(repeats, dtype=_np.int64)
+    return apply("repeat_interleave", x, repeats, axis=axis)
+
+
+# --------------------------------------------------------------- selection
+def gather_nd(x, index):
+    return apply("gather_nd", x, index)
+
+
+def index_select(x, index, axis=0):
+    """The slices of ``x`` at the 1-D ``index`` along ``axis``."""
+    if len(index.shape) != 1:
+        raise ValueError(f"index_select: the index must be 1-D, got shape {list(index.shape)}")
+    return gather(x, index, axis)
+
+
+def scatter(x, index, updates, overwrite=True):
+    """``x`` with rows ``index`` replaced by ``updates`` (``overwrite=False``: by the sum
+    of the updates for each row)."""
+    return apply("scatter", x, index, updates, overwrite=bool(overwrite))
+
+
+def masked_select(x, mask):
+    """The elements of ``x`` where ``mask`` holds, as a 1-D tensor."""
+    return apply("masked_select", x, mask)
+
+
+def nonzero(x, as_tuple=False):
+    """The coordinates of the non-zero elements (``[count, ndim]``; ``as_tuple``: one
+    ``[count, 1]`` tensor per dim)."""
+    out = apply("nonzero", x)
+    if not as_tuple:
+        return out
+    return tuple(out[:, i:i + 1] for i in range(len(x.shape)))
+
+
+def strided_slice(x, axes, starts, ends, strides):
+    """``x[starts:ends:strides]`` on each of ``axes`` (bounds may be tensors)."""
+    index = [_builtins.slice(None)] * len(x.shape)
+    n = len(axes)
+    for a, start, end, step in zip(axes, _items(starts, n), _items(ends, n), _items(strides, n)):
+        index[a] = _builtins.slice(start, end, step)
+    return x[tuple(index)]
+
+
+def slice(input, axes, starts, ends):
+    """``input[starts:ends]`` on each of ``axes`` (bounds may be tensors; out-of-range
+    bounds are clamped)."""
+    return strided_slice(input, axes, starts, ends, [1] * len(axes))
+
+
+def _items(values, n):
+    """A list of bounds: a list as it is, a 1-D tensor element by element."""
+    if isinstance(values, (list, tuple)):
+        return list(values)
+    return [values[i] for i in range(n)]
+
+
+def increment(x, value=1.0):
+    """Add ``value`` to the one-element ``x`` in place; returns ``x``."""
+    if not hasattr(x, "_assign"):
+        raise TypeError(f"increment: x must be a tensor, got {type(x).__name__}")
+    if -1 not in x.shape and _math.prod(x.shape) != 1:
+        raise ValueError(f"increment: x must have one element, got shape {list(x.shape)}")
+    x._assign(lambda old: apply("scale", old, bias=float(value)))
+    return x
 
 
 __all__ = [

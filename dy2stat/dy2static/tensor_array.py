@@ -3,12 +3,14 @@
 `out = []; for ... : out.append(y)` in a tensor-dependent loop cannot keep a Python list:
 the number of iterations is only known when the program runs. At the loop the list becomes a
 TensorArray, whose `buffer` (shape [n, *element_shape]) is an ordinary carried value; append,
-pop, indexing, len() and `d2s.stack`/`d2s.concat` of it work as they do on the list.
+pop, indexing, len() and `d2s.stack`/`d2s.concat` of it work as they do on the list, and
+`d2s.array_write`/`array_read` write and read it at a tensor index (the `array_write` op).
 """
 
 from __future__ import annotations
 
 from dy2stat import ops
+from dy2stat.dispatch import apply
 from dy2stat.dy2static.values import constant
 from dy2stat.static.variable import Variable
 
@@ -28,14 +30,9 @@ class TensorArray:
 
     @classmethod
     def empty(cls, element_shape, dtype) -> TensorArray:
-        """An empty array of elements with this (fully known) shape and dtype."""
-        if any(d < 0 for d in element_shape):
-            raise ValueError(
-                "a list that starts empty and is appended to in a tensor-dependent loop "
-                f"needs elements of a known shape, got {list(element_shape)}; start the "
-                "list with its first element instead of []"
-            )
-        return cls(constant(0, dtype, [0, *element_shape]))
+        """An empty array of elements with this shape and dtype. A dim unknown until the
+        program runs is 1 in the empty buffer: the first write sets it (`array_write`)."""
+        return cls(constant(0, dtype, [0, *(d if d >= 0 else 1 for d in element_shape)]))
 
     def snapshot(self) -> TensorArray:
         """A copy that later appends to this array do not change."""
@@ -55,7 +52,21 @@ class TensorArray:
 
     def append(self, value) -> None:
         value = ops.cast(_as_tensor(value), self.buffer.dtype)
+        if -1 in [*self.buffer.shape[1:], *value.shape]:  # element dims known at run time
+            self.write(self.length(), value)
+            return
         self.buffer = ops.concat([self.buffer, ops.unsqueeze(value, 0)])
+
+    def write(self, index, value) -> None:
+        """Set element `index` (a Python int or a one-element int tensor), growing the
+        array when `index` is at or past its end."""
+        self.buffer = apply("array_write", self.buffer, _as_tensor(value), index)
+
+    def read(self, index):
+        """Element `index` (a Python int or a one-element int tensor)."""
+        if isinstance(index, int):
+            return self.buffer[index]
+        return self.buffer[ops.reshape(index, [])]
 
     def pop(self, index: int = -1):
         if index not in (0, -1):

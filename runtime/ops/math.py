@@ -72,7 +72,9 @@ def _pow_grad(e, ins, outs, douts, attrs, need):
     (g,) = douts
     gx = gy = None
     if need[0]:
-        gx = e("multiply", g, e("multiply", y, e("pow", x, e("subtract", y, 1))))
+        # A Python exponent stays a Python number (a 0-d array would round it to float32).
+        lowered = y - 1 if isinstance(y, (int, float)) else e("subtract", y, 1)
+        gx = e("multiply", g, e("multiply", y, e("pow", x, lowered)))
         gx = unbroadcast(e, gx, x)
     if need[1]:
         gy = unbroadcast(e, e("multiply", g, e("multiply", outs[0], e("log", x))), y)

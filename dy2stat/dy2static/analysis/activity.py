@@ -8,8 +8,10 @@ Basic.QN on every Name/Attribute/Subscript that has a qualified name.
 
 Attributes and constant subscripts are names: `self.h = v` writes `self.h` and reads `self`;
 `x[i] = v` (non-constant key) mutates `x`. Calling a known mutating method on a name
-(`lst.append(v)`) mutates it. Comprehensions, lambdas and nested functions have their own
-locals; only their free names show in the enclosing scope.
+(`lst.append(v)`) mutates it, and so does passing it to a function that changes that
+argument in place (`d2s.array_write(x, i, arr)`, `d2s.increment(i)`). Comprehensions,
+lambdas and nested functions have their own locals; only their free names show in the
+enclosing scope.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ MUTATING_METHODS = frozenset(
     "append extend insert pop remove clear sort reverse update setdefault popitem add "
     "discard difference_update intersection_update symmetric_difference_update".split()
 )
+
+# Functions that change an argument in place: name -> (its position, its keyword).
+MUTATING_FUNCTIONS = {"array_write": (2, "array"), "increment": (0, "x")}
 
 
 class Scope:
@@ -163,8 +168,23 @@ class _Analyzer(gast.NodeVisitor):
             self.visit(func.value)
         else:
             self.visit(func)
+        self._mutated_argument(node)
         for arg in node.args + node.keywords:
             self.visit(arg)
+
+    def _mutated_argument(self, node: gast.Call) -> None:
+        func = node.func
+        name = func.attr if isinstance(func, gast.Attribute) else getattr(func, "id", None)
+        if name not in MUTATING_FUNCTIONS:
+            return
+        position, keyword = MUTATING_FUNCTIONS[name]
+        args = [k.value for k in node.keywords if k.arg == keyword]
+        if len(node.args) > position:
+            args.append(node.args[position])
+        for arg in args:
+            qn = QN.from_ast(arg)
+            if qn is not None:
+                self.scope.mutated.add(qn)
 
     # Statements.
 
