@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dy2stat.runtime import dtypes, shapes
-from dy2stat.runtime.registry import Meta, defop
+from dy2stat.runtime.registry import NONE, Meta, defop, int_at_least
 
 fmt = shapes.fmt
 
@@ -65,6 +65,7 @@ defop(
     "sequence_mask",
     inputs=("X", "MaxLen?"),
     attrs={"limit": None, "dtype": "int64"},
+    attr_types={"limit": NONE | int_at_least(0)},
     kernel=_sequence_mask_kernel,
     infer=_sequence_mask_infer,
     no_grad=("X", "MaxLen"),

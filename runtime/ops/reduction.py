@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dy2stat.runtime import dtypes, shapes
 from dy2stat.runtime.ops.math import _axes
-from dy2stat.runtime.registry import Meta, defop
+from dy2stat.runtime.registry import AXES, INT, NONE, Meta, defop
 
 
 def _reduce_infer(op):
@@ -46,6 +46,7 @@ def _var_grad(e, ins, outs, douts, attrs, need):
 defop(
     "var",
     attrs={"axis": None, "unbiased": True, "keepdim": False},
+    attr_types={"axis": AXES.of_input("X")},
     kernel=_var_kernel,
     infer=_reduce_infer("var"),
     grad=_var_grad,
@@ -74,6 +75,7 @@ def _logsumexp_grad(e, ins, outs, douts, attrs, need):
 defop(
     "logsumexp",
     attrs={"axis": None, "keepdim": False},
+    attr_types={"axis": AXES.of_input("X")},
     kernel=_logsumexp_kernel,
     infer=_reduce_infer("logsumexp"),
     grad=_logsumexp_grad,
@@ -134,6 +136,7 @@ def _cumprod_grad_along(e, x, out, g, axis):
 defop(
     "cumprod",
     attrs={"dim": None},
+    attr_types={"dim": (NONE | INT).of_input("X")},
     kernel=_cumprod_kernel,
     infer=_cumprod_infer,
     grad=_cumprod_grad,

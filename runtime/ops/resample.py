@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dy2stat.kernels import resample
 from dy2stat.runtime import dtypes, shapes
-from dy2stat.runtime.registry import Meta, defop
+from dy2stat.runtime.registry import NONE, NUMBER, AttrType, Meta, defop, ints
 
 fmt = shapes.fmt
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
@@ -37,6 +37,7 @@ def _pad_infer(x, paddings, mode="constant", value=0.0):
 defop(
     "pad",
     attrs={"paddings": [], "mode": "constant", "value": 0.0},
+    attr_types={"paddings": ints()},
     kernel=resample.pad,
     infer=_pad_infer,
     grad=lambda e, ins, outs, douts, attrs, need: [
@@ -48,6 +49,7 @@ defop(
     "pad_grad",
     inputs=("G", "X"),
     attrs={"paddings": [], "mode": "constant"},
+    attr_types={"paddings": ints()},
     kernel=resample.pad_grad,
     infer=lambda g, x, paddings, mode="constant": Meta(tuple(x.shape), g.dtype),
     grad=lambda e, ins, outs, douts, attrs, need: [
@@ -82,6 +84,11 @@ def _interpolate_infer(x, size=None, scale=None, mode="nearest", align_corners=F
     return Meta(tuple(out), x.dtype)
 
 
+_SCALES = AttrType("a list of numbers", lambda v: isinstance(v, (list, tuple))
+                   and all(NUMBER.accepts(x) for x in v))
+_INTERPOLATE_TYPES = {"size": NONE | ints(1, 2), "scale": NONE | NUMBER | _SCALES}
+
+
 def _kernel_attrs(attrs):
     return {k: attrs[k] for k in ("size", "scale", "mode", "align_corners", "align_mode",
                                   "channel_last")}
@@ -91,6 +98,7 @@ defop(
     "interpolate",
     attrs={"size": None, "scale": None, "mode": "nearest", "align_corners": False,
            "align_mode": 0, "channel_last": False},
+    attr_types=_INTERPOLATE_TYPES,
     kernel=resample.interpolate,
     infer=_interpolate_infer,
     grad=lambda e, ins, outs, douts, attrs, need: [
@@ -103,6 +111,7 @@ defop(
     inputs=("G", "X"),
     attrs={"size": None, "scale": None, "mode": "nearest", "align_corners": False,
            "align_mode": 0, "channel_last": False},
+    attr_types=_INTERPOLATE_TYPES,
     kernel=resample.interpolate_grad,
     infer=lambda g, x, **_: Meta(tuple(x.shape), g.dtype),
     grad=lambda e, ins, outs, douts, attrs, need: [

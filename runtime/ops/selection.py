@@ -11,7 +11,7 @@ from __future__ import annotations
 from dy2stat.kernels import gather
 from dy2stat.runtime import dtypes, shapes
 from dy2stat.runtime.ops.math import unbroadcast
-from dy2stat.runtime.registry import Meta, defop
+from dy2stat.runtime.registry import AXES, INT, NONE, Meta, defop, ints
 
 fmt = shapes.fmt
 
@@ -180,6 +180,7 @@ defop(
     "repeat_interleave",
     inputs=("X", "Repeats?"),
     attrs={"times": 1, "axis": None},
+    attr_types={"axis": (NONE | INT).of_input("X")},
     kernel=lambda xp, x, repeats, times=1, axis=None: gather.repeat_interleave(
         xp, x, times if repeats is None else repeats, axis),
     infer=_repeat_interleave_infer,
@@ -192,6 +193,7 @@ defop(
     "repeat_interleave_grad",
     inputs=("G", "X", "Repeats?"),
     attrs={"times": 1, "axis": None},
+    attr_types={"axis": (NONE | INT).of_input("X")},
     kernel=lambda xp, g, x, repeats, times=1, axis=None: gather.repeat_interleave_grad(
         xp, g, x, times if repeats is None else repeats, axis),
     infer=lambda g, x, repeats, times=1, axis=None: Meta(tuple(x.shape), g.dtype),
@@ -226,6 +228,7 @@ def _negated(shifts):
 defop(
     "roll",
     attrs={"shifts": 0, "axis": None},
+    attr_types={"shifts": INT | ints(), "axis": AXES.of_input("X")},
     kernel=_roll_kernel,
     infer=_roll_infer,
     grad=lambda e, ins, outs, douts, attrs, need: [
