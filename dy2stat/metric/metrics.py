@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from dy2stat import creation, device, ops
+from dy2stat.nn.functional.common import constant_like
 from dy2stat.tensor import Tensor
 
 __all__ = ["Accuracy", "Auc", "Metric", "Precision", "Recall", "accuracy"]
@@ -221,7 +222,7 @@ def accuracy(input, label, k: int = 1, correct=None, total=None):  # noqa: A002
     if len(label.shape) == 2 and label.shape[1] == classes and classes != 1:
         label = ops.argmax(label, axis=-1)  # one-hot
     label = ops.reshape(label, [-1, 1])
-    index = creation.arange(classes, dtype=label.dtype)
+    index = constant_like(np.arange(classes, dtype=label.dtype), label)
     picked = ops.sum(ops.where(ops.equal(index, label), input, creation.zeros_like(input)),
                      axis=-1, keepdim=True)  # each sample's score of its label
     ahead = ops.logical_or(ops.greater_than(input, picked),

@@ -12,7 +12,8 @@ import numbers
 
 import numpy as np
 
-from dy2stat import creation, ops
+from dy2stat import ops
+from dy2stat.nn.functional.common import constant_like
 
 
 def resize(x, size=None, scale_factor=None, mode: str = "nearest", align_corners=False,
@@ -38,20 +39,20 @@ def resize(x, size=None, scale_factor=None, mode: str = "nearest", align_corners
         outs = [int(math.floor(n * s)) for n, s in zip(in_sizes, scales)]
     for axis, (n, out, scale) in enumerate(zip(in_sizes, outs, scales), start=2):
         if mode == "nearest":
-            x = ops.gather(x, _index(_nearest(n, out, scale, align_corners)), axis=axis)
+            x = ops.gather(x, _index(_nearest(n, out, scale, align_corners), x), axis=axis)
         else:
             low, high, frac = _linear(n, out, scale, align_corners, align_mode)
             shape = [1] * 4
             shape[axis] = out
-            w = creation.to_tensor(frac.reshape(shape).astype(x.dtype))
-            a = ops.gather(x, _index(low), axis=axis)
-            b = ops.gather(x, _index(high), axis=axis)
+            w = constant_like(frac.reshape(shape).astype(x.dtype), x)
+            a = ops.gather(x, _index(low, x), axis=axis)
+            b = ops.gather(x, _index(high, x), axis=axis)
             x = ops.add(a, ops.multiply(ops.subtract(b, a), w))
     return x
 
 
-def _index(values: np.ndarray):
-    return creation.to_tensor(values.astype(np.int64))
+def _index(values: np.ndarray, like):
+    return constant_like(values.astype(np.int64), like)
 
 
 def _ratio(n: int, out: int, scale, align_corners: bool) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dy2stat import creation, ops
 from dy2stat.dispatch import apply
+from dy2stat.tensor import Tensor
 
 _DROPOUT_MODES = ("upscale_in_train", "downscale_in_infer")
 
@@ -77,3 +78,11 @@ def batch_zeros(x, tail, dtype=None):
     zeros = creation.full_like(first, 0.0, dtype)  # [batch, 1]
     zeros = ops.reshape(zeros, [0] + [1] * len(tail))
     return ops.tile(zeros, [1, *[int(d) for d in tail]])
+
+
+def constant_like(values, like):
+    """A constant tensor of ``values`` (an array) on ``like``'s device; a static program
+    holds it as a constant."""
+    if isinstance(like, Tensor):
+        return creation.to_tensor(values, place=like.place)
+    return creation.to_tensor(values)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from dy2stat import creation, ops
+from dy2stat.nn.functional.common import constant_like
 from dy2stat.static.control_flow import while_loop
 
 
@@ -43,7 +46,8 @@ def gather_tree(ids, parents):
 
 def _pick(values, index, beam: int):
     """``values[b, index[b, k]]`` for [batch, beam] ``values`` and ``index``."""
-    chosen = ops.equal(ops.unsqueeze(index, -1), creation.arange(beam, dtype=index.dtype))
+    chosen = ops.equal(ops.unsqueeze(index, -1),
+                       constant_like(np.arange(beam, dtype=index.dtype), index))
     zeros = creation.zeros_like(values)
     return ops.sum(ops.where(chosen, ops.unsqueeze(values, 1), ops.unsqueeze(zeros, 1)),
                    axis=-1)
