@@ -50,7 +50,9 @@ class AdamW(Adam):
     def __init__(self, learning_rate: float | LRScheduler = 0.001, beta1: float = 0.9,
                  beta2: float = 0.999, epsilon: float = 1e-8, parameters=None,
                  weight_decay: float = 0.01, grad_clip=None, name: str | None = None):
-        if isinstance(weight_decay, L2Decay):
+        if weight_decay is None:
+            weight_decay = 0.0
+        elif isinstance(weight_decay, L2Decay):
             weight_decay = weight_decay.coeff
         if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)):
             raise TypeError(f"AdamW: weight_decay must be a float (the decoupled decay "

@@ -325,3 +325,16 @@ def test_upsample_gradients_conversion_and_errors():
         nn.Upsample()
     with pytest.raises(NotImplementedError, match="mode"):
         nn.Upsample(scale_factor=2, mode="bicubic")
+
+
+def test_paddle18_batch_norm_converted_updates_its_statistics_as_eager():
+    eager, converted = double(nn.BatchNorm(3, act="relu")), double(nn.BatchNorm(3, act="relu"))
+    x = randn(4, 3, 2)
+    for layer in (eager, converted):
+        layer.weight.set_value(np.array([1.0, 2.0, 0.5]))
+    check_converted(lambda v: converted(v), x, params=converted.parameters(),
+                    input_spec=[InputSpec([None, 3, None], "float64")])
+    eager(tensor(x))  # once more, as check_converted ran the converted layer twice
+    eager(tensor(x))
+    np.testing.assert_allclose(converted._mean.numpy(), eager._mean.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(converted._variance.numpy(), eager._variance.numpy(), rtol=1e-12)
