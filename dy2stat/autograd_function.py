@@ -25,6 +25,7 @@ from dy2stat.dy2static import convert_call_func
 from dy2stat.mode import state
 from dy2stat.runtime.registry import Meta, defop
 from dy2stat.static import framework
+from dy2stat.static.builder import captured_tensors
 from dy2stat.static.variable import Variable
 from dy2stat.tensor import Tensor
 
@@ -53,7 +54,9 @@ class PyLayer:
 
     ``forward(ctx, *args, **kwargs)`` returns a tensor or a tuple of tensors;
     ``backward(ctx, *grads)`` gets one gradient per output and returns one gradient
-    (or None) per tensor argument of ``forward``, in order. Both are static methods.
+    (or None) per tensor argument of ``forward``, in order (positional ones, then
+    keyword ones). Both are static methods. In converted code the backward computes
+    from its arguments and the tensors saved with ``ctx.save_for_backward``.
     """
 
     @staticmethod
@@ -76,7 +79,7 @@ class PyLayer:
             if not _is_tensor(out):
                 raise TypeError(f"{cls.__name__}.forward must return tensors; output {i} is "
                                 f"a {type(out).__name__}")
-        inputs = [a for a in args if _is_tensor(a)]
+        inputs = [a for a in (*args, *kwargs.values()) if _is_tensor(a)]
         saved = [t for t in ctx.saved_tensor() if _is_tensor(t)]
         context = _remember(cls, ctx) if static else (cls, ctx)
         outs = apply("py_layer", inputs, outputs, saved, function=cls.__qualname__,
@@ -123,11 +126,18 @@ def _static_grad(e, xs, saved, douts, attrs, cls, ctx):
     wrap = [Variable(block, v.name) for v in xs]
     ctx = copy.copy(ctx)
     ctx._saved = tuple(Variable(block, v.name) for v in saved)
+    captured = captured_tensors(block.program)
+    before = set(captured)
     with framework.program_guard(block.program), framework.block_guard(block), \
             framework.static_guard():
         backward = convert_call_func.convert_call(cls.backward)
         grads = backward(ctx, *[Variable(block, g.name) for g in douts])
         grads = _checked(cls, grads, wrap, True)
+    if set(captured) - before:
+        raise RuntimeError(
+            f"{cls.__name__}.backward reads a tensor that is neither one of its arguments "
+            "nor saved for it; in converted code the backward can only compute from those. "
+            "Save the tensor in forward with ctx.save_for_backward(...)")
     return [[None if g is None else g.read().desc for g in grads], None, None]
 
 

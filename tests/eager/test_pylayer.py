@@ -277,3 +277,54 @@ def test_a_program_traced_elsewhere_cannot_run_the_backward(tmp_path, monkeypatc
     assert loaded(_t(X, grad=False)).item() == pytest.approx((X ** 3).sum())
     with pytest.raises(RuntimeError, match="Cube .a PyLayer. has no backward in this process"):
         loaded(_t(X)).backward()
+
+
+class Weighted(PyLayer):
+    """A keyword tensor argument, and a constant the backward needs (saved for it)."""
+
+    @staticmethod
+    def forward(ctx, x, *, weight):
+        scale = d2s.to_tensor(np.array([2.0, 3.0, 4.0, 5.0]))
+        ctx.save_for_backward(weight, scale)
+        return x * weight
+
+    @staticmethod
+    def backward(ctx, g):
+        weight, scale = ctx.saved_tensor()
+        return g * weight * scale, g
+
+
+def weighted(x, w):
+    return Weighted.apply(x, weight=w).sum()
+
+
+def test_keyword_tensors_get_gradients_and_saved_constants_reach_the_backward():
+    eager_out, eager_grads = _grads(weighted, X, X * 0.5)
+    np.testing.assert_allclose(eager_grads[0], X * 0.5 * np.array([2.0, 3.0, 4.0, 5.0]))
+    np.testing.assert_allclose(eager_grads[1], 1.0)
+    converted = d2s.jit.to_static(weighted, input_spec=[InputSpec([4], "float64")] * 2)
+    out, grads = _grads(converted, X, X * 0.5)
+    np.testing.assert_allclose(out, eager_out)
+    for a, b in zip(grads, eager_grads):
+        np.testing.assert_allclose(a, b)
+
+
+class ReadsAnUnsavedConstant(PyLayer):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * d2s.to_tensor(np.array([2.0, 3.0, 4.0, 5.0]))
+
+
+def reads_unsaved(x):
+    return ReadsAnUnsavedConstant.apply(x).sum()
+
+
+def test_a_backward_reading_an_unsaved_tensor_says_to_save_it():
+    _grads(reads_unsaved, X)  # eagerly it just works
+    converted = d2s.jit.to_static(reads_unsaved, input_spec=[InputSpec([4], "float64")])
+    with pytest.raises(RuntimeError, match="save_for_backward"):
+        _grads(converted, X)
