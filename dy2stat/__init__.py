@@ -1,6 +1,6 @@
 """dy2stat: write models eagerly; one decorator turns them into static programs."""
 
-from dy2stat import io, jit, metric, nn, optimizer, static, vision
+from dy2stat import io, jit, metric, nn, optimizer, regularizer, static, vision
 from dy2stat import methods as _methods
 from dy2stat.array import array_length, array_read, array_write, create_array
 from dy2stat.autograd import enable_grad, grad, is_grad_enabled, no_grad
@@ -22,11 +22,14 @@ from dy2stat.creation import (
     zeros,
     zeros_like,
 )
+from dy2stat.default_dtype import get_default_dtype, set_default_dtype
 from dy2stat.device import get_device, is_compiled_with_cuda, set_device
 from dy2stat.flags import get_flags, set_flags
 from dy2stat.hapi import Model
 from dy2stat.jit import ProgramTranslator, TracedLayer, declarative, to_static
 from dy2stat.kernels import host_memory as _host_memory
+from dy2stat.nn.layer import create_parameter
+from dy2stat.nn.parameter import ParamAttr
 from dy2stat.ops import *  # noqa: F403
 from dy2stat.ops import abs, all, any, max, min, pow, round, sum  # noqa: F401,A004
 from dy2stat.runtime.dtypes import (

@@ -1,4 +1,5 @@
-"""Reverse-mode autograd over the eager tape: backward, grad and no_grad."""
+"""Reverse-mode autograd over the eager tape: backward, grad and no_grad; and custom
+autograd functions (``PyLayer``, defined in ``autograd_function``)."""
 
 from __future__ import annotations
 
@@ -281,3 +282,7 @@ def _check_versions(node: Node):
                 f"a tensor used by the {node.op.type} op was changed by an index assignment "
                 "(x[...] = ...) before backward; assign into x.clone() instead"
             )
+
+
+# Custom functions are built on no_grad and the dispatcher above.
+from dy2stat.autograd_function import PyLayer, PyLayerContext  # noqa: E402,F401

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from dy2stat import device, ops
+from dy2stat.default_dtype import default_float
 from dy2stat.dispatch import apply
 from dy2stat.kernels import backend
 from dy2stat.kernels import random as random_kernels
-from dy2stat.ops import _dtype_name
+from dy2stat.ops import _dtype_name as _name_of
 from dy2stat.runtime import dtypes
 from dy2stat.tensor import Tensor
 
@@ -16,7 +17,8 @@ from dy2stat.tensor import Tensor
 def to_tensor(data, dtype=None, stop_gradient: bool = True, place=None) -> Tensor:
     """A Tensor from a Python scalar or list, a NumPy/CuPy array or a Tensor.
 
-    Python floats become float32 and ints int64; arrays keep their dtype
+    Python floats become the default dtype (float32 unless ``set_default_dtype``
+    changed it) and ints int64; arrays keep their dtype
     unless ``dtype`` is given. The result lives on ``place`` when given;
     otherwise a CuPy array (or a GPU tensor) stays on its GPU and anything
     else goes to the current device. The data is always copied.
@@ -30,7 +32,7 @@ def to_tensor(data, dtype=None, stop_gradient: bool = True, place=None) -> Tenso
     else:
         array = np.asarray(data)
         if array.dtype == np.float64 and not _has_numpy_floats(data):
-            array = array.astype(dtypes.DEFAULT_FLOAT)
+            array = array.astype(default_float())
         if array.dtype.kind in "US" or array.dtype == object:
             raise TypeError(f"to_tensor: cannot make a tensor from {type(data).__name__} data")
     if dtype is not None:
@@ -44,6 +46,11 @@ def to_tensor(data, dtype=None, stop_gradient: bool = True, place=None) -> Tenso
     if array is getattr(data, "_data", data):
         array = _copy(array)
     return Tensor(array, stop_gradient=stop_gradient)
+
+
+def _dtype_name(dtype) -> str:
+    """The name of ``dtype``; None is the default float dtype."""
+    return str(default_float()) if dtype is None else _name_of(dtype)
 
 
 def _copy(array):
@@ -62,7 +69,8 @@ def _has_numpy_floats(data) -> bool:
 
 def full(shape, fill_value, dtype=None):
     if dtype is None:
-        dtype = dtypes.scalar_dtype(fill_value) if not isinstance(fill_value, bool) else "bool"
+        dtype = "bool" if isinstance(fill_value, bool) else (
+            "int64" if isinstance(fill_value, int) else default_float())
     if not isinstance(shape, int) and any(getattr(d, "is_static", False) for d in shape):
         # A dim known only when the program runs (``x.shape[0]`` in converted code).
         dims = [ops.cast(d, "int64").reshape([1]) if getattr(d, "is_static", False)
@@ -77,11 +85,11 @@ def _dims(shape) -> list:
     return [int(shape)] if isinstance(shape, int) else [int(d) for d in shape]
 
 
-def zeros(shape, dtype="float32"):
+def zeros(shape, dtype=None):
     return full(shape, 0.0, dtype)
 
 
-def ones(shape, dtype="float32"):
+def ones(shape, dtype=None):
     return full(shape, 1.0, dtype)
 
 
@@ -103,36 +111,36 @@ def arange(start=0, end=None, step=1, dtype=None):
         start, end = 0, start
     if dtype is None:
         ints = all(isinstance(v, int) for v in (start, end, step))
-        dtype = "int64" if ints else "float32"
+        dtype = "int64" if ints else default_float()
     return apply("arange", start=start, end=end, step=step, dtype=_dtype_name(dtype))
 
 
-def linspace(start, stop, num, dtype="float32"):
+def linspace(start, stop, num, dtype=None):
     return apply("linspace", start=float(start), stop=float(stop), num=int(num),
                  dtype=_dtype_name(dtype))
 
 
-def eye(num_rows, num_columns=None, dtype="float32"):
+def eye(num_rows, num_columns=None, dtype=None):
     return apply("eye", num_rows=int(num_rows), num_columns=num_columns,
                  dtype=_dtype_name(dtype))
 
 
-def rand(shape, dtype="float32"):
+def rand(shape, dtype=None):
     """Uniform on [0, 1)."""
     return apply("uniform", shape=_dims(shape), min=0.0, max=1.0,
                  dtype=_dtype_name(dtype))
 
 
-def uniform(shape, dtype="float32", min=-1.0, max=1.0, seed=0):
+def uniform(shape, dtype=None, min=-1.0, max=1.0, seed=0):
     return apply("uniform", shape=_dims(shape), min=float(min), max=float(max),
                  dtype=_dtype_name(dtype), seed=int(seed))
 
 
-def randn(shape, dtype="float32"):
+def randn(shape, dtype=None):
     return apply("normal", shape=_dims(shape), dtype=_dtype_name(dtype))
 
 
-def normal(mean=0.0, std=1.0, shape=(1,), dtype="float32"):
+def normal(mean=0.0, std=1.0, shape=(1,), dtype=None):
     return apply("normal", shape=_dims(shape), mean=float(mean), std=float(std),
                  dtype=_dtype_name(dtype))
 

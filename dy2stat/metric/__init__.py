@@ -1,5 +1,5 @@
-"""``dy2stat.metric``: Metric, Accuracy, Precision, Recall and ``accuracy``."""
+"""``dy2stat.metric``: Metric, Accuracy, Precision, Recall, Auc and ``accuracy``."""
 
-from dy2stat.metric.metrics import Accuracy, Metric, Precision, Recall, accuracy
+from dy2stat.metric.metrics import Accuracy, Auc, Metric, Precision, Recall, accuracy
 
-__all__ = ["Accuracy", "Metric", "Precision", "Recall", "accuracy"]
+__all__ = ["Accuracy", "Auc", "Metric", "Precision", "Recall", "accuracy"]

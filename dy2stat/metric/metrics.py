@@ -1,5 +1,7 @@
 """Metrics (Paddle's ``paddle.metric``): ``compute`` per batch, ``update`` to accumulate,
-``accumulate`` for the running value, ``reset`` between epochs."""
+``accumulate`` for the running value, ``reset`` between epochs. The metric objects
+accumulate on the host; ``accuracy`` is written with ops, so it also runs inside
+converted code and static programs."""
 
 from __future__ import annotations
 
@@ -7,10 +9,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dy2stat import device
+from dy2stat import creation, device, ops
+from dy2stat.nn.functional.common import constant_like
 from dy2stat.tensor import Tensor
 
-__all__ = ["Accuracy", "Metric", "Precision", "Recall", "accuracy"]
+__all__ = ["Accuracy", "Auc", "Metric", "Precision", "Recall", "accuracy"]
 
 
 def _numpy(value) -> np.ndarray:
@@ -150,8 +153,83 @@ class Recall(_BinaryMetric):
         return self.tp / actual if actual else 0.0
 
 
-def accuracy(input, label, k: int = 1, correct=None, total=None) -> Tensor:  # noqa: A002
-    """Top-``k`` accuracy of one batch as a float32 0-d Tensor (Paddle's ``metric.accuracy``)."""
-    hits = _numpy(Accuracy(topk=(k,)).compute(input, label))
-    value = hits.sum() / max(int(np.prod(hits.shape[:-1])), 1)
-    return _tensor(np.asarray(value, dtype=np.float32))
+class Auc(Metric):
+    """The area under the ROC curve, from predictions binned at ``num_thresholds``
+    thresholds (Paddle's ``Auc``).
+
+    ``update(preds, labels)``: ``preds`` [N, 2] class probabilities (column 1 is the
+    positive class) or [N] / [N, 1] positive-class probabilities; ``labels`` 0/1.
+    """
+
+    def __init__(self, curve: str = "ROC", num_thresholds: int = 4095, name: str = "auc",
+                 *args, **kwargs):
+        if curve != "ROC":
+            raise NotImplementedError(f"Auc: only curve='ROC' is supported, got {curve!r}")
+        if num_thresholds < 1:
+            raise ValueError(f"Auc: num_thresholds must be positive, got {num_thresholds}")
+        self._curve, self._num_thresholds, self._name = curve, int(num_thresholds), name
+        self.reset()
+
+    def update(self, preds, labels):
+        preds, labels = _numpy(preds), _numpy(labels).reshape(-1)
+        positive = preds[:, 1] if preds.ndim == 2 and preds.shape[1] == 2 else preds.reshape(-1)
+        if positive.shape != labels.shape:
+            raise ValueError(f"Auc: {positive.size} predictions for {labels.size} labels")
+        bins = np.clip((positive * self._num_thresholds).astype(np.int64), 0,
+                       self._num_thresholds)
+        is_positive = labels.astype(bool)
+        np.add.at(self._stat_pos, bins[is_positive], 1)
+        np.add.at(self._stat_neg, bins[~is_positive], 1)
+
+    def reset(self) -> None:
+        self._stat_pos = np.zeros(self._num_thresholds + 1, dtype=np.int64)
+        self._stat_neg = np.zeros(self._num_thresholds + 1, dtype=np.int64)
+
+    def accumulate(self) -> float:
+        """The trapezoid area under the curve swept from the highest threshold down
+        (0.0 until both classes have been seen)."""
+        pos = np.concatenate([[0], np.cumsum(self._stat_pos[::-1])]).astype(np.float64)
+        neg = np.concatenate([[0], np.cumsum(self._stat_neg[::-1])]).astype(np.float64)
+        if pos[-1] == 0 or neg[-1] == 0:
+            return 0.0
+        area = (np.abs(neg[1:] - neg[:-1]) * (pos[1:] + pos[:-1]) / 2).sum()
+        return float(area / pos[-1] / neg[-1])
+
+    def name(self) -> str:
+        return self._name
+
+
+def accuracy(input, label, k: int = 1, correct=None, total=None):  # noqa: A002
+    """Top-``k`` accuracy of one batch as a float32 0-D tensor (Paddle's
+    ``metric.accuracy`` and ``static.accuracy``).
+
+    ``input`` [N, C] scores; ``label`` class ids [N] or [N, 1] (or one-hot [N, C]). A
+    sample is a hit when fewer than ``k`` classes rank above its label's in a stable
+    descending sort (higher score first, a lower index first among equal scores).
+    Written with ops: it runs eagerly, in static programs and inside converted code.
+    ``correct`` and ``total`` (int tensors), when given, receive the hit and sample
+    counts.
+    """
+    if k < 1:
+        raise ValueError(f"accuracy: k must be positive, got {k}")
+    if len(input.shape) != 2:
+        raise ValueError(f"accuracy: input must be [N, C] scores, got shape {list(input.shape)}")
+    classes = input.shape[1]
+    if classes < 0:
+        raise ValueError("accuracy: the number of classes (input.shape[1]) must be known")
+    if k > classes:
+        raise ValueError(f"accuracy: top-{k} needs at least {k} classes, input has {classes}")
+    if len(label.shape) == 2 and label.shape[1] == classes and classes != 1:
+        label = ops.argmax(label, axis=-1)  # one-hot
+    label = ops.reshape(label, [-1, 1])
+    index = constant_like(np.arange(classes, dtype=label.dtype), label)
+    picked = ops.sum(ops.where(ops.equal(index, label), input, creation.zeros_like(input)),
+                     axis=-1, keepdim=True)  # each sample's score of its label
+    ahead = ops.logical_or(ops.greater_than(input, picked),
+                           ops.logical_and(ops.equal(input, picked),
+                                           ops.less_than(index, label)))
+    hits = ops.cast(ops.less_than(ops.sum(ops.cast(ahead, "int64"), axis=-1), k), "float32")
+    for target, count in ((correct, ops.sum(hits)), (total, ops.numel(hits))):
+        if target is not None:
+            target.set_value(ops.reshape(ops.cast(count, target.dtype), list(target.shape)))
+    return ops.mean(hits)

@@ -1,10 +1,11 @@
-"""Linear, Embedding, Dropout, Flatten, Identity."""
+"""Linear, Embedding, Dropout, Flatten, Identity and Upsample."""
 
 from __future__ import annotations
 
 from dy2stat import ops
 from dy2stat.nn import functional as F
 from dy2stat.nn.layer import Layer
+from dy2stat.nn.resize import resize
 
 
 class Linear(Layer):
@@ -91,3 +92,49 @@ class Identity(Layer):
 
     def forward(self, x):
         return x
+
+
+class Upsample(Layer):
+    """Resizes NCHW images to ``size`` or by ``scale_factor`` ('nearest' or 'bilinear',
+    sampled as Paddle's ``interpolate``)."""
+
+    def __init__(self, size=None, scale_factor=None, mode: str = "nearest",
+                 align_corners: bool = False, align_mode: int = 0, data_format: str = "NCHW",
+                 name: str | None = None):
+        super().__init__(name)
+        if data_format != "NCHW":
+            raise ValueError(f"Upsample: only data_format='NCHW' is supported, "
+                             f"got {data_format!r}")
+        if mode not in ("nearest", "bilinear"):
+            raise NotImplementedError(f"Upsample: mode must be 'nearest' or 'bilinear', "
+                                      f"got {mode!r}")
+        if (size is None) == (scale_factor is None):
+            raise ValueError("Upsample: give exactly one of size and scale_factor")
+        self.size, self.scale_factor, self.mode = size, scale_factor, mode
+        self.align_corners, self.align_mode = bool(align_corners), int(align_mode)
+
+    def forward(self, x):
+        return resize(x, self.size, self.scale_factor, self.mode, self.align_corners,
+                      self.align_mode)
+
+    def extra_repr(self) -> str:
+        what = f"size={self.size}" if self.size is not None else \
+            f"scale_factor={self.scale_factor}"
+        return f"{what}, mode={self.mode!r}"
+
+
+class UpsamplingNearest2D(Upsample):
+    """Nearest-neighbour ``Upsample``."""
+
+    def __init__(self, size=None, scale_factor=None, data_format: str = "NCHW",
+                 name: str | None = None):
+        super().__init__(size, scale_factor, "nearest", data_format=data_format, name=name)
+
+
+class UpsamplingBilinear2D(Upsample):
+    """Bilinear ``Upsample`` with aligned corners (as Paddle's)."""
+
+    def __init__(self, size=None, scale_factor=None, data_format: str = "NCHW",
+                 name: str | None = None):
+        super().__init__(size, scale_factor, "bilinear", align_corners=True,
+                         data_format=data_format, name=name)

@@ -1,10 +1,10 @@
-"""Containers: Sequential and LayerList."""
+"""Containers: Sequential, LayerList, LayerDict and ParameterList."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from dy2stat.nn.layer import Layer
+from dy2stat.nn.layer import Layer, changes
 
 
 def _position(index: int, length: int, where: str) -> int:
@@ -129,3 +129,93 @@ class LayerList(Layer):
         layers = list(self._sub_layers.values())
         layers.insert(index, self._check(sublayer))
         self._reset(layers)
+
+
+class LayerDict(Layer):
+    """An ordered dict of layers whose parameters the owner sees (keys are the
+    ``state_dict`` prefixes)."""
+
+    def __init__(self, sublayers=None):
+        super().__init__()
+        if sublayers is not None:
+            self.update(sublayers)
+
+    def __getitem__(self, key: str) -> Layer:
+        return self._sub_layers[key]
+
+    def __setitem__(self, key: str, sublayer: Layer) -> None:
+        if not isinstance(sublayer, Layer):
+            raise TypeError(f"LayerDict holds Layers, not a {type(sublayer).__name__}")
+        if key in self._sub_layers:  # replaced in place: the order stays
+            changes.count += 1
+            self._sub_layers[key] = sublayer
+        else:
+            self.add_sublayer(key, sublayer)
+
+    def __delitem__(self, key: str) -> None:
+        changes.count += 1
+        del self._sub_layers[key]
+
+    def __len__(self) -> int:
+        return len(self._sub_layers)
+
+    def __iter__(self):
+        return iter(self._sub_layers)
+
+    def __contains__(self, key) -> bool:
+        return key in self._sub_layers
+
+    def clear(self) -> None:
+        changes.count += 1
+        self._sub_layers.clear()
+
+    def pop(self, key: str) -> Layer:
+        changes.count += 1
+        return self._sub_layers.pop(key)
+
+    def keys(self):
+        return self._sub_layers.keys()
+
+    def items(self):
+        return self._sub_layers.items()
+
+    def values(self):
+        return self._sub_layers.values()
+
+    def update(self, sublayers) -> None:
+        """Add (or replace) layers from a mapping or from (key, layer) pairs."""
+        items = sublayers.items() if isinstance(sublayers, Mapping) else sublayers
+        for item in items:
+            if not isinstance(item, (list, tuple)) or len(item) != 2:
+                raise TypeError("LayerDict.update: expected a mapping or (key, layer) pairs")
+            self[item[0]] = item[1]
+
+
+class ParameterList(Layer):
+    """A list of parameters whose owner trains them (names "0", "1", ...)."""
+
+    def __init__(self, parameters: Iterable | None = None):
+        super().__init__()
+        for p in parameters or ():
+            self.append(p)
+
+    def __getitem__(self, index: int):
+        params = list(self._parameters.values())
+        return params[_position(index, len(params), "ParameterList")]
+
+    def __setitem__(self, index: int, parameter) -> None:
+        params = list(self._parameters.values())
+        params[_position(index, len(params), "ParameterList")] = parameter
+        self._parameters.clear()
+        for p in params:
+            self.append(p)
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters.values())
+
+    def append(self, parameter) -> ParameterList:
+        self.add_parameter(str(len(self._parameters)), parameter)
+        return self

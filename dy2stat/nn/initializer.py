@@ -4,7 +4,9 @@ Calling an initializer with ``(shape, dtype, xp)`` draws an array from the
 global generator of ``dy2stat.kernels.random``, so ``d2s.seed(n)`` makes
 layer construction reproducible. ``static_op(shape)`` gives the same draw as
 ``(op_type, attrs)`` of a creation op, for the startup program of a layer
-built in static mode.
+built in static mode; an initializer that no creation op draws (``Assign``,
+``TruncatedNormal``) returns None there, and its startup program assigns the
+values drawn when the layer was built.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dy2stat.tensor import Tensor
 
 __all__ = [
     "Assign", "Constant", "Initializer", "KaimingNormal", "KaimingUniform", "Normal",
-    "Uniform", "XavierNormal", "XavierUniform", "calculate_gain",
+    "TruncatedNormal", "Uniform", "XavierNormal", "XavierUniform", "calculate_gain",
 ]
 
 
@@ -65,7 +67,9 @@ class Initializer:
             return random.uniform(xp, shape, attrs["min"], attrs["max"], dtype)
         return random.normal(xp, shape, attrs["mean"], attrs["std"], dtype)
 
-    def static_op(self, shape) -> tuple[str, dict]:
+    def static_op(self, shape) -> tuple[str, dict] | None:
+        """``(op_type, attrs)`` of the creation op that draws this, or None when none does
+        (the startup program then assigns values drawn as the parameter is made)."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -101,6 +105,30 @@ class Normal(Initializer):
 
     def static_op(self, shape):
         return "normal", {"mean": self.mean, "std": self.std}
+
+
+class TruncatedNormal(Initializer):
+    """Normal(mean, std) restricted to ``[mean + a * std, mean + b * std]`` (values
+    outside are drawn again)."""
+
+    def __init__(self, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0):
+        if std < 0:
+            raise ValueError(f"TruncatedNormal: std must be >= 0, got {std}")
+        if not a < b:
+            raise ValueError(f"TruncatedNormal: a ({a}) must be below b ({b})")
+        self.mean, self.std, self.a, self.b = float(mean), float(std), float(a), float(b)
+
+    def __call__(self, shape, dtype, xp=np):
+        shape = [int(d) for d in shape]
+        z = random.normal(xp, shape, 0.0, 1.0, "float64")
+        outside = (z < self.a) | (z > self.b)
+        while bool(outside.any()):
+            z[outside] = random.normal(xp, [int(outside.sum())], 0.0, 1.0, "float64")
+            outside = (z < self.a) | (z > self.b)
+        return (z * self.std + self.mean).astype(dtype)
+
+    def static_op(self, shape):
+        return None
 
 
 class XavierUniform(Initializer):
@@ -155,7 +183,7 @@ class KaimingNormal(Initializer):
 
 
 class Assign(Initializer):
-    """Exactly the given values (an array, list or Tensor); eager layers only."""
+    """Exactly the given values (an array, list or Tensor)."""
 
     def __init__(self, value):
         # kept on the host: a Tensor's or a CuPy array's values are copied here
@@ -168,10 +196,7 @@ class Assign(Initializer):
         return xp.asarray(self.value, dtype=dtype).copy()
 
     def static_op(self, shape):
-        raise NotImplementedError(
-            "Assign: a layer built in static mode cannot start from given values; build it "
-            "eagerly and convert it with d2s.jit.to_static, or use Constant/Uniform/Normal"
-        )
+        return None
 
     def __repr__(self) -> str:
         return f"Assign(shape={list(self.value.shape)})"

@@ -18,6 +18,7 @@ import numpy as np
 
 from dy2stat import device
 from dy2stat.autograd import no_grad
+from dy2stat.default_dtype import default_float
 from dy2stat.mode import state as _mode
 from dy2stat.nn import static_mode
 from dy2stat.nn.initializer import Constant, XavierUniform
@@ -60,6 +61,36 @@ def _is_state(value) -> bool:
     return isinstance(value, Tensor) or _is_static(value)
 
 
+def create_parameter(shape, dtype=None, name: str | None = None, attr=None,
+                     is_bias: bool = False, default_initializer=None,
+                     default_name: str | None = None):
+    """A new trainable parameter (``d2s.create_parameter``; Layers make theirs with it).
+
+    ``attr`` is a ParamAttr, an initializer, a name, None or False (then no parameter:
+    returns None). The initializer is the attr's, else ``default_initializer``, else
+    zeros for a bias and Xavier-uniform otherwise; ``dtype`` defaults to the default
+    dtype. In static mode this is a persistable variable of the main program,
+    initialized by the startup program.
+    """
+    attr = ParamAttr.of(attr)
+    if attr is None:
+        return None
+    shape = [int(d) for d in shape]
+    dtype = dtypes.as_dtype(default_float() if dtype is None else dtype,
+                           where="create_parameter")
+    init = attr.initializer or default_initializer or (
+        Constant(0.0) if is_bias else XavierUniform())
+    given = attr.name or name
+    name = given or default_name or unique_name("create_parameter")
+    if static_mode.in_static_mode():
+        return static_mode.create_parameter(shape, dtype, name, init, attr.trainable)
+    param = Parameter(init(shape, dtype, device.current.xp), name=name,
+                      trainable=attr.trainable, learning_rate=attr.learning_rate,
+                      regularizer=attr.regularizer, need_clip=attr.need_clip)
+    param._auto_name = given is None
+    return param
+
+
 class HookRemoveHelper:
     """The handle a hook registration returns; ``remove()`` unregisters the hook."""
 
@@ -79,7 +110,7 @@ class Layer:
 
     training: bool
 
-    def __init__(self, name_scope: str | None = None, dtype="float32"):
+    def __init__(self, name_scope: str | None = None, dtype=None):
         state = self.__dict__
         state["training"] = True
         state["_parameters"] = OrderedDict()
@@ -89,7 +120,8 @@ class Layer:
         state["_forward_pre_hooks"] = OrderedDict()
         state["_forward_post_hooks"] = OrderedDict()
         state["_full_name"] = unique_name(name_scope or _snake(type(self).__name__))
-        state["_dtype"] = dtypes.as_dtype(dtype, where=type(self).__name__)
+        state["_dtype"] = dtypes.as_dtype(default_float() if dtype is None else dtype,
+                                          where=type(self).__name__)
         state["_created"] = {"w": 0, "b": 0}  # counts for placeholder parameter names
 
     # ------------------------------------------------------------------ call
@@ -139,23 +171,14 @@ class Layer:
         otherwise. In static mode this is a persistable variable of the main
         program, initialized by the startup program.
         """
-        attr = ParamAttr.of(attr)
-        if attr is None:
+        if ParamAttr.of(attr) is None:
             return None
-        shape = [int(d) for d in shape]
-        dtype = dtypes.as_dtype(dtype if dtype is not None else self._dtype,
-                               where="create_parameter")
-        init = attr.initializer or default_initializer or (
-            Constant(0.0) if is_bias else XavierUniform())
         kind = "b" if is_bias else "w"
-        name = attr.name or f"{self._full_name}.{kind}_{self._created[kind]}"
+        name = f"{self._full_name}.{kind}_{self._created[kind]}"
         self._created[kind] += 1
-        if static_mode.in_static_mode():
-            return static_mode.create_parameter(shape, dtype, name, init, attr.trainable)
-        param = Parameter(init(shape, dtype, device.current.xp), name=name,
-                          trainable=attr.trainable, learning_rate=attr.learning_rate)
-        param._auto_name = attr.name is None
-        return param
+        return create_parameter(shape, dtype if dtype is not None else self._dtype, attr=attr,
+                                is_bias=is_bias, default_initializer=default_initializer,
+                                default_name=name)
 
     def create_buffer(self, name: str, shape, dtype=None, fill_value: float = 0.0):
         """A tensor for ``register_buffer(name, ...)`` filled with ``fill_value`` (a

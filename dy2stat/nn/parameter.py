@@ -12,12 +12,15 @@ class Parameter(Tensor):
     name a converted program gives the parameter.
     """
 
-    __slots__ = ("optimize_attr", "_auto_name")
+    __slots__ = ("optimize_attr", "regularizer", "need_clip", "_auto_name")
 
     def __init__(self, data, name: str | None = None, trainable: bool = True,
-                 learning_rate: float = 1.0):
+                 learning_rate: float = 1.0, regularizer=None, need_clip: bool = True):
         super().__init__(data, stop_gradient=not trainable, name=name)
         self.optimize_attr = {"learning_rate": float(learning_rate)}
+        # Its own weight decay (an L1Decay or L2Decay), used instead of the optimizer's.
+        self.regularizer = regularizer
+        self.need_clip = bool(need_clip)
         # True while the name is a placeholder the owning Layer may replace.
         self._auto_name = name is None
 
@@ -45,11 +48,14 @@ class ParamAttr:
     """
 
     def __init__(self, name: str | None = None, initializer=None, learning_rate: float = 1.0,
-                 trainable: bool = True):
+                 regularizer=None, trainable: bool = True, do_model_average: bool = False,
+                 need_clip: bool = True):
         self.name = name
         self.initializer = initializer
         self.learning_rate = float(learning_rate)
+        self.regularizer = regularizer  # the parameter's weight decay, over the optimizer's
         self.trainable = bool(trainable)
+        self.need_clip = bool(need_clip)  # whether gradient clipping applies to it
 
     @staticmethod
     def of(attr) -> ParamAttr | None:
@@ -71,4 +77,5 @@ class ParamAttr:
 
     def __repr__(self) -> str:
         return (f"ParamAttr(name={self.name!r}, initializer={self.initializer!r}, "
-                f"learning_rate={self.learning_rate}, trainable={self.trainable})")
+                f"learning_rate={self.learning_rate}, regularizer={self.regularizer!r}, "
+                f"trainable={self.trainable})")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dy2stat.optimizer.lr import LRScheduler
 from dy2stat.optimizer.optimizer import Accumulator, Optimizer
+from dy2stat.regularizer import L2Decay
 
 __all__ = ["Adam", "AdamW"]
 
@@ -40,7 +41,8 @@ class Adam(Optimizer):
 
 class AdamW(Adam):
     """Adam whose parameters first decay by ``lr * weight_decay`` each step
-    (Loshchilov & Hutter), not through the gradient."""
+    (Loshchilov & Hutter), not through the gradient. (A parameter's own
+    ``ParamAttr(regularizer=...)`` still adds its term to the gradient.)"""
 
     _op_type = "adamw"
     _l2_decay = False
@@ -48,8 +50,16 @@ class AdamW(Adam):
     def __init__(self, learning_rate: float | LRScheduler = 0.001, beta1: float = 0.9,
                  beta2: float = 0.999, epsilon: float = 1e-8, parameters=None,
                  weight_decay: float = 0.01, grad_clip=None, name: str | None = None):
-        super().__init__(learning_rate, beta1, beta2, epsilon, parameters, weight_decay,
-                         grad_clip, name)
+        if weight_decay is None:
+            weight_decay = 0.0
+        elif isinstance(weight_decay, L2Decay):
+            weight_decay = weight_decay.coeff
+        if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)):
+            raise TypeError(f"AdamW: weight_decay must be a float (the decoupled decay "
+                            f"coefficient), not {type(weight_decay).__name__}")
+        self._weight_decay = float(weight_decay)
+        super().__init__(learning_rate, beta1, beta2, epsilon, parameters, None, grad_clip,
+                         name)
 
     def _attrs(self) -> dict:
         return {**super()._attrs(), "coeff": self._weight_decay}

@@ -1,11 +1,12 @@
 """The optimizer base: accumulators, learning rate, clipping, decay, eager and static updates.
 
 A subclass names its update op (``runtime/ops/optimizer.py``) and its
-accumulators; the base runs the op. Eagerly, ``step()`` applies the op to
-each parameter that has a gradient and writes the results back into the
-parameter tensor (the same object the layers hold) and the accumulators. In
-a static program ``minimize(loss)`` appends the backward ops and one update
-op per parameter whose outputs *are* the persistable parameter and
+accumulators, or writes its update with ops (``_update``); the base runs it.
+Eagerly, ``step()`` applies the update to each parameter that has a gradient
+and writes the results back into the parameter tensor (the same object the
+layers hold) and the accumulators. In a static program ``minimize(loss)``
+appends the backward ops and, per parameter, the update op (or the update's
+ops and ``assign`` ops) whose outputs *are* the persistable parameter and
 accumulator variables, so every run of the program trains.
 
 The learning rate reaches the op as a one-element tensor, so a scheduler
@@ -19,11 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dy2stat import device
+from dy2stat import device, ops
 from dy2stat.autograd import no_grad
 from dy2stat.creation import full
 from dy2stat.dispatch import apply
 from dy2stat.optimizer.lr import LRScheduler
+from dy2stat.regularizer import L2Decay
 from dy2stat.runtime import dtypes
 from dy2stat.runtime.ir import Operator, Var
 from dy2stat.runtime.ops import optimizer as _update_ops  # noqa: F401  (registers the ops)
@@ -47,15 +49,18 @@ class Accumulator:
 
 
 class Optimizer:
-    """Base of SGD, Momentum, Adam and AdamW.
+    """Base of the optimizers.
 
     ``parameters``: the tensors to update (required eagerly; in a static
     program ``None`` means every trainable parameter). ``learning_rate``: a
-    float or an ``LRScheduler``. ``weight_decay``: an L2 coefficient (a float,
-    or an object with a ``coeff`` like Paddle's ``L2Decay``) added to the
-    gradients. ``grad_clip``: e.g. ``ClipGradByGlobalNorm``, applied first.
+    float or an ``LRScheduler``. ``weight_decay``: a float (an L2 coefficient)
+    or a regularizer (``d2s.regularizer.L1Decay``/``L2Decay``) whose term is
+    added to the gradients; a parameter made with ``ParamAttr(regularizer=...)``
+    uses its own instead. ``grad_clip``: e.g. ``ClipGradByGlobalNorm``, applied
+    first (to the parameters whose ``need_clip`` is True).
     """
 
+    # The update op, or "" when the subclass writes its update with ops (_update).
     _op_type: str = ""
     _accumulators: tuple[Accumulator, ...] = ()
     # AdamW decays inside its op: the base must not add an L2 term as well.
@@ -80,7 +85,7 @@ class Optimizer:
             raise TypeError(f"{type(self).__name__}: parameter groups (dicts) are not supported")
         self._parameter_list = parameters
         self._learning_rate = learning_rate
-        self._weight_decay = _coeff(weight_decay, type(self).__name__)
+        self._regularizer = _regularizer(weight_decay, type(self).__name__)
         self._grad_clip = grad_clip
         self._name = name
         # accumulator name -> id(param) -> Tensor (eager state)
@@ -136,8 +141,7 @@ class Optimizer:
                 lr = lr_by_place[place] = self._lr_tensor.to(place)
             state = [self._eager_state(param, acc) for acc in self._accumulators]
             rate = _scaled(lr, _lr_multiplier(param))
-            out = apply(self._op_type, param, grad, *state, rate, **attrs)
-            out = out if isinstance(out, tuple) else (out,)
+            out = self._run_update(param, grad, state, rate, attrs)
             param.set_value(out[0])
             for acc, value in zip(self._accumulators, out[1:]):
                 self._state[acc.name][id(param)] = value
@@ -205,18 +209,20 @@ class Optimizer:
             if no_grad_set and names is None:
                 pairs = [(p, g) for p, g in pairs if p.name not in skip]
             lr = Variable(program.global_block(), capture(self._lr_tensor).name)
-            multipliers = self._static_multipliers(program, parameters)
+            owners = self._static_owners(program, parameters)
             update_ops = [
-                self._append_update(program, p, g, _scaled(lr, multipliers.get(p.name, 1.0)))
-                for p, g in self._preprocess(pairs)
+                self._append_update(program, p, g,
+                                    _scaled(lr, _lr_multiplier(owners.get(p.name))))
+                for p, g in self._preprocess(pairs, owners)
             ]
         return update_ops, pairs
 
-    def _static_multipliers(self, program, parameters) -> dict:
-        """Per-parameter learning-rate multipliers of the eager parameters a program read."""
+    def _static_owners(self, program, parameters) -> dict:
+        """Variable name -> eager Parameter, for the parameters a program read (their
+        learning-rate factors, regularizers and clip flags)."""
         params = parameters if parameters is not None else self._parameter_list
         captured = {id(t): name for name, t in captured_tensors(program).items()}
-        return {captured[id(p)]: _lr_multiplier(p) for p in params or ()
+        return {captured[id(p)]: p for p in params or ()
                 if isinstance(p, Tensor) and id(p) in captured}
 
     def _static_parameter_names(self, program, parameters):
@@ -242,6 +248,8 @@ class Optimizer:
                        lr: Variable) -> Operator:
         block = program.global_block()
         state = [self._static_state(program, param, acc) for acc in self._accumulators]
+        if not self._op_type:
+            return self._append_update_ops(block, param, grad, state, lr)
         op = get_op(self._op_type)
         ins = [param.desc, grad.desc, *state, lr.desc]
         attrs = op.full_attrs(self._attrs())
@@ -256,6 +264,33 @@ class Optimizer:
         block.append_op(update)
         return update
 
+    def _append_update_ops(self, block, param: Variable, grad: Variable, state: list,
+                           lr: Variable) -> Operator:
+        """The update's ops, then ``assign`` ops writing the results into the parameter
+        and accumulator variables; returns the parameter's ``assign``."""
+        with static_framework.block_guard(block), static_framework.static_guard():
+            outs = self._run_update(param, grad, [Variable(block, s.name) for s in state], lr,
+                                    self._attrs())
+        writes = []
+        for target, value in zip([param.desc, *state], outs):
+            writes.append(Operator("assign", {"X": [value.name]}, {"Out": [target.name]}, {}))
+            block.append_op(writes[-1])
+        return writes[0]
+
+    def _run_update(self, param, grad, state: list, lr, attrs: dict) -> tuple:
+        """(new parameter, *new accumulators), each in the dtype of what it replaces."""
+        if self._op_type:
+            out = apply(self._op_type, param, grad, *state, lr, **attrs)
+            return out if isinstance(out, tuple) else (out,)
+        outs = self._update(param, grad, state, ops.reshape(lr, []))
+        return tuple(o if o.dtype == old.dtype else ops.cast(o, old.dtype)
+                     for o, old in zip(outs, [param, *state]))
+
+    def _update(self, param, grad, state: list, lr) -> tuple:
+        """The update of one parameter with ops, for an optimizer without an update op:
+        ``lr`` is 0-D; returns (new parameter, *new accumulators)."""
+        raise NotImplementedError(f"{type(self).__name__} has neither an update op nor _update")
+
     def _static_state(self, program, param: Variable, acc: Accumulator) -> Var:
         block = program.global_block()
         name = _fresh_name(block, f"{param.name}_{acc.name}")
@@ -266,13 +301,25 @@ class Optimizer:
         )
 
     # ------------------------------------------------------------ shared
-    def _preprocess(self, pairs):
-        """Paddle's order: clip the gradients, then add the L2 decay term."""
+    def _preprocess(self, pairs, owners=None):
+        """Paddle's order: clip the gradients, then add the weight decay term (the
+        parameter's own regularizer, else the optimizer's). ``owners`` maps a static
+        parameter's name to the eager Parameter it stands for (its attributes)."""
+        owner = (lambda p: p) if owners is None else (lambda p: owners.get(p.name, p))
         if self._grad_clip is not None:
-            pairs = self._grad_clip(pairs)
-        if self._weight_decay and self._l2_decay:
-            pairs = [(p, g + p * self._weight_decay) for p, g in pairs]
-        return pairs
+            clipped = [i for i, (p, _) in enumerate(pairs)
+                       if getattr(owner(p), "need_clip", True)]
+            if clipped:
+                new = self._grad_clip([pairs[i] for i in clipped])
+                pairs = list(pairs)
+                for i, pair in zip(clipped, new):
+                    pairs[i] = pair
+        result = []
+        for p, g in pairs:
+            decay = getattr(owner(p), "regularizer", None) or (
+                self._regularizer if self._l2_decay else None)
+            result.append((p, g if decay is None else decay(p, g)))
+        return result
 
     def _attrs(self) -> dict:
         """The update op's attrs (subclasses)."""
@@ -321,21 +368,22 @@ class Optimizer:
         return f"{type(self).__name__}(learning_rate={self._learning_rate!r})"
 
 
-def _coeff(weight_decay, owner: str) -> float:
+def _regularizer(weight_decay, owner: str):
+    """The optimizer's regularizer: None, L2Decay(float), or the regularizer given."""
     if weight_decay is None:
-        return 0.0
+        return None
     if isinstance(weight_decay, (int, float)) and not isinstance(weight_decay, bool):
-        return float(weight_decay)
-    coeff = getattr(weight_decay, "coeff", getattr(weight_decay, "_coeff", None))
-    if coeff is None:
+        return L2Decay(float(weight_decay)) if weight_decay else None
+    if not callable(weight_decay) or not hasattr(weight_decay, "coeff"):
         raise TypeError(
-            f"{owner}: weight_decay must be a float or an L2 decay with a coeff, "
+            f"{owner}: weight_decay must be a float or a regularizer (L1Decay, L2Decay), "
             f"not {type(weight_decay).__name__}"
         )
-    return float(coeff)
+    return weight_decay
 
 
 def _lr_multiplier(param) -> float:
+    # param: a Parameter (or None: a static parameter with no eager owner)
     """A Parameter's own learning-rate factor (``ParamAttr(learning_rate=...)``)."""
     attr = getattr(param, "optimize_attr", None)
     return float(attr.get("learning_rate", 1.0)) if attr else 1.0

@@ -3,6 +3,7 @@
 from dy2stat import dispatch as _dispatch
 from dy2stat import methods as _methods
 from dy2stat import tensor as _tensor
+from dy2stat.metric.metrics import accuracy
 from dy2stat.runtime.ir import Program
 from dy2stat.static import framework as _framework
 from dy2stat.static import nn
@@ -47,8 +48,8 @@ def data(name: str, shape, dtype="float32") -> Variable:
 
 
 __all__ = [
-    "Executor", "InputSpec", "Program", "Variable", "append_backward", "create_parameter",
-    "data", "default_main_program", "default_startup_program", "disable_static",
-    "enable_static", "global_scope", "gradients", "in_static_mode", "load_inference_model",
-    "nn", "program_guard", "save_inference_model",
+    "Executor", "InputSpec", "Program", "Variable", "accuracy", "append_backward",
+    "create_parameter", "data", "default_main_program", "default_startup_program",
+    "disable_static", "enable_static", "global_scope", "gradients", "in_static_mode",
+    "load_inference_model", "nn", "program_guard", "save_inference_model",
 ]

@@ -24,7 +24,8 @@ def python_blocks(path: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
 
 
-@pytest.mark.parametrize("name", ["getting-started.md", "debugging.md", "deploying.md"])
+@pytest.mark.parametrize("name", ["getting-started.md", "debugging.md", "deploying.md",
+                                  "layers.md"])
 def test_doc_code_runs_in_order(tmp_path, name):
     script = tmp_path / "doc.py"
     script.write_text("\n".join(python_blocks(DOCS / name)))

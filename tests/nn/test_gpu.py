@@ -94,3 +94,47 @@ def test_assign_takes_values_from_gpu_arrays_and_tensors(gpu):
         layer = nn.Linear(2, 2, weight_attr=nn.initializer.Assign(values))
         assert layer.weight.place.startswith("gpu")
         np.testing.assert_array_equal(layer.weight.numpy(), host)
+
+
+class ReleaseNet(nn.Layer):
+    """The layers of the 0.2 model set in one model (sizes tiny)."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Sequential(nn.Conv2DTranspose(1, 2, 3, stride=2, padding=1,
+                                                   output_padding=1),
+                                nn.GroupNorm(1, 2), nn.PReLU(2),
+                                nn.Upsample(scale_factor=0.5, mode="bilinear"),
+                                nn.AdaptiveAvgPool2D([2, 4]))
+        self.gru = nn.GRU(4, 4, direction="bidirect")
+        self.encoder = nn.TransformerEncoderLayer(8, 2, 8, dropout=0.0)
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, x, lengths, mask):
+        y = self.up(x)  # [n, 2, 2, 4]
+        y = d2s.reshape(y, [y.shape[0], 4, 4])
+        out, _ = self.gru(y, sequence_length=lengths)
+        return self.fc(self.encoder(out, src_mask=mask)[:, 0])
+
+
+def test_moved_release_layers_match_cpu(gpu):
+    cpu_model, gpu_model = ReleaseNet(), ReleaseNet()
+    gpu_model.set_state_dict(cpu_model.state_dict())
+    gpu_model.to("gpu")
+    x = randn(3, 1, 2, 4, dtype="float32")
+    lengths = np.array([4, 2, 3])
+    mask = (np.arange(4) < lengths[:, None])[:, None, None, :]
+    label = np.array([0, 2, 1])
+    results = []
+    for model, place in ((cpu_model, "cpu"), (gpu_model, "gpu")):
+        logits = model(d2s.to_tensor(x, place=place), d2s.to_tensor(lengths, place=place),
+                       d2s.to_tensor(mask, place=place))
+        loss = nn.BCEWithLogitsLoss()(logits, d2s.to_tensor(np.eye(3, dtype="float32")[label],
+                                                            place=place))
+        loss.backward()
+        acc = d2s.metric.accuracy(logits, d2s.to_tensor(label, place=place), k=2)
+        results.append((loss.item(), acc.item()))
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-4)
+    for (name, a), (_, b) in zip(cpu_model.named_parameters(), gpu_model.named_parameters()):
+        np.testing.assert_allclose(b.grad.numpy(), a.grad.numpy(), rtol=1e-3, atol=1e-5,
+                                   err_msg=name)

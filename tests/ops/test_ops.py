@@ -161,5 +161,6 @@ def test_every_op_has_a_case():
     assert not missing, f"ops without a test case: {missing}"
 
 
-# Ops exercised elsewhere (control flow, random draws checked by statistics).
-EXEMPT = {"cond", "while", "while_grad"}
+# Ops exercised elsewhere (control flow, random draws checked by statistics; py_layer,
+# whose gradient is a user's backward: tests/eager/test_pylayer.py).
+EXEMPT = {"cond", "while", "while_grad", "py_layer"}

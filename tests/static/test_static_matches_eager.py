@@ -26,6 +26,8 @@ EXEMPT = {
     "cond": "control flow: built by static.nn.cond, tested in tests/static/test_control_flow.py",
     "while": "control flow: built by static.nn.while_loop, tested in test_control_flow.py",
     "while_grad": "control flow: built by append_backward, tested in test_control_flow.py",
+    "py_layer": "built by PyLayer.apply, tested eager/static/converted in "
+                "tests/eager/test_pylayer.py",
 }
 
 

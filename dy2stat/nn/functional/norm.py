@@ -1,9 +1,11 @@
-"""layer_norm and batch_norm."""
+"""layer_norm and batch_norm (ops), group_norm and instance_norm (written with
+reductions and elementwise ops)."""
 
 from __future__ import annotations
 
 import numbers
 
+from dy2stat import ops
 from dy2stat.autograd import no_grad
 from dy2stat.dispatch import apply
 from dy2stat.mode import state
@@ -71,3 +73,57 @@ def update_state(target, value) -> None:
         return
     with no_grad():
         target.set_value(value)
+
+
+def _normalize(x, axes, epsilon):
+    """``(x - mean) / sqrt(var + epsilon)`` over ``axes`` (the biased variance)."""
+    centered = ops.subtract(x, ops.mean(x, axis=axes, keepdim=True))
+    var = ops.mean(ops.multiply(centered, centered), axis=axes, keepdim=True)
+    return ops.divide(centered, ops.sqrt(ops.add(var, float(epsilon))))
+
+
+def _affine(y, weight, bias):
+    """Per-channel scale and shift of a channel-first ``y``."""
+    shape = [1, -1] + [1] * (len(y.shape) - 2)
+    if weight is not None:
+        y = ops.multiply(y, ops.reshape(weight, shape))
+    if bias is not None:
+        y = ops.add(y, ops.reshape(bias, shape))
+    return y
+
+
+def group_norm(x, num_groups: int, epsilon: float = 1e-5, weight=None, bias=None,
+               data_format: str = "NCHW"):
+    """Normalize each sample over groups of ``C / num_groups`` channels (and all spatial
+    positions), then scale and shift per channel."""
+    if data_format not in ("NCHW", "NCL", "NC", "NCDHW"):
+        raise ValueError(f"group_norm: only channel-first data formats are supported, got "
+                         f"{data_format!r}")
+    if len(x.shape) < 2:
+        raise ValueError(f"group_norm: expected an input [N, C, ...], got shape "
+                         f"{list(x.shape)}")
+    channels, groups = x.shape[1], int(num_groups)
+    if groups < 1 or (channels >= 0 and channels % groups):
+        raise ValueError(f"group_norm: {channels} channels are not divisible into "
+                         f"{groups} groups")
+    grouped = ops.reshape(x, [0, groups, -1])
+    y = apply("reshape_like", _normalize(grouped, [2], epsilon), x)
+    return _affine(y, weight, bias)
+
+
+def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats: bool = True, momentum: float = 0.9, eps: float = 1e-5,
+                  data_format: str = "NCHW"):
+    """Normalize each sample's channels over their spatial positions, then scale and
+    shift per channel. Running statistics are not kept (``use_input_stats`` only)."""
+    if not use_input_stats or running_mean is not None or running_var is not None:
+        raise NotImplementedError("instance_norm: only input statistics are supported "
+                                  "(use_input_stats=True, no running statistics)")
+    if data_format not in ("NCHW", "NCL", "NCDHW"):
+        raise ValueError(f"instance_norm: only channel-first data formats are supported, "
+                         f"got {data_format!r}")
+    if len(x.shape) < 3:
+        raise ValueError(f"instance_norm: expected an input [N, C, ...spatial], got shape "
+                         f"{list(x.shape)}")
+    y = _normalize(x, list(range(2, len(x.shape))), eps)
+    return _affine(y, weight, bias)
