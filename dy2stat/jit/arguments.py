@@ -55,6 +55,23 @@ class Signature:
         bound.apply_defaults()
         return list(bound.arguments.items())
 
+    def per_parameter(self, specs: list) -> list:
+        """``input_spec`` (one item per positional argument) as one spec per parameter:
+        a ``*args`` parameter takes the rest as a tuple."""
+        if self._signature is None:
+            return list(specs)
+        out, i = [], 0
+        for param in self.params:
+            if param.kind in _POSITIONAL:
+                out.append(specs[i] if i < len(specs) else None)
+                i += 1
+            elif param.kind == inspect.Parameter.VAR_POSITIONAL:
+                out.append(tuple(specs[i:]))
+                i = len(specs)
+            else:
+                out.append(None)
+        return out
+
     def call_arguments(self, bound: list) -> tuple[list, dict]:
         """``(args, kwargs)`` that pass ``bound`` (values in signature order) to the
         function."""
@@ -102,9 +119,9 @@ class Arguments:
             self.feeds.append(value if isinstance(value, Tensor) else Tensor(value))
             return ("tensor", tuple(shape), dtype)
         if kind is list or kind is tuple or isinstance(value, (list, tuple)):
-            sub = spec if isinstance(spec, (list, tuple)) and len(spec) == len(value) else ()
+            sub = spec if isinstance(spec, (list, tuple)) else ()
             return (kind, tuple(
-                self._describe(where, f"{name}[{i}]", v, sub[i] if sub else None)
+                self._describe(where, f"{name}[{i}]", v, sub[i] if i < len(sub) else None)
                 for i, v in enumerate(value)))
         if isinstance(value, dict):
             sub = spec if isinstance(spec, dict) else {}
@@ -193,9 +210,9 @@ def _placeholder(program, name, value, spec, inputs):
         inputs.append(placeholder)
         return placeholder
     if isinstance(value, (list, tuple)):
-        sub = spec if isinstance(spec, (list, tuple)) and len(spec) == len(value) else ()
-        items = [_placeholder(program, f"{name}_{i}", v, sub[i] if sub else None, inputs)
-                 for i, v in enumerate(value)]
+        sub = spec if isinstance(spec, (list, tuple)) else ()
+        items = [_placeholder(program, f"{name}_{i}", v, sub[i] if i < len(sub) else None,
+                              inputs) for i, v in enumerate(value)]
         if hasattr(value, "_fields"):
             return type(value)(*items)
         return type(value)(items)

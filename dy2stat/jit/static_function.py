@@ -139,6 +139,7 @@ class StaticFunction:
         self._instance = instance
         self._input_spec = arguments.as_specs(input_spec)
         self._signature = None  # arguments.Signature, made at the first call
+        self._parameter_specs: list = []  # the input_spec, one item per parameter
         self.program_cache = ProgramCache()
         self._lock = threading.RLock()  # one trace at a time
         self._local = threading.local()  # per thread: the key of its latest call
@@ -170,7 +171,7 @@ class StaticFunction:
                 return function(self._instance, *args, **kwargs)
             return function(*args, **kwargs)
         bound = self._bind(args, kwargs)
-        described = arguments.Arguments(self.__name__, bound, self._input_spec)
+        described = arguments.Arguments(self.__name__, bound, self._parameter_specs)
         key = (described.key, getattr(self._instance, "training", None))
         concrete = self.program_cache.find(key, described.identities)
         if concrete is None:
@@ -195,6 +196,7 @@ class StaticFunction:
     def _bind(self, args, kwargs) -> list:
         if self._signature is None:
             self._signature = arguments.Signature(self._function, self._instance is not None)
+            self._parameter_specs = self._signature.per_parameter(self._input_spec)
         return self._signature.bind(args, kwargs)
 
     # -------------------------------------------------------------- caching
@@ -210,7 +212,7 @@ class StaticFunction:
                 return None
             if reasons is not None:
                 settings.log_retrace(self.__name__, reasons)
-            concrete = self._trace(bound, described, self._input_spec)
+            concrete = self._trace(bound, described, self._parameter_specs)
             self.program_cache.add(key, concrete)
             return concrete
 
@@ -302,9 +304,8 @@ class StaticFunction:
         if not args and not kwargs:
             return self.concrete_program_for_specs()
         bound = self._bind(args, kwargs)
-        specs = [v if arguments.has_spec(v) else
-                 (self._input_spec[i] if i < len(self._input_spec) else None)
-                 for i, (_, v) in enumerate(bound)]
+        specs = [v if arguments.has_spec(v) else spec
+                 for (_, v), spec in zip(bound, self._parameter_specs)]
         bound = [(n, arguments.example_value(v)) for n, v in bound]
         return self._concrete_for(bound, specs)
 
@@ -319,7 +320,8 @@ class StaticFunction:
 
     def _trace_from_specs(self, specs) -> ConcreteProgram:
         examples = [arguments.example_value(s) for s in specs]
-        return self._concrete_for(self._bind(tuple(examples), {}), specs)
+        bound = self._bind(tuple(examples), {})
+        return self._concrete_for(bound, self._signature.per_parameter(specs))
 
     def _concrete_for(self, bound, specs) -> ConcreteProgram:
         described = arguments.Arguments(self.__name__, bound, specs)

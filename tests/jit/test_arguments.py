@@ -155,3 +155,21 @@ def test_the_cache_size_limit_falls_back_to_eager_with_a_warning(caplog):
     assert len(scaled.program_cache) == 3
     warnings = [r.getMessage() for r in caplog.records if "cache size limit" in r.getMessage()]
     assert len(warnings) == 1 and "'k'" in warnings[0]
+
+
+def test_an_input_spec_applies_to_star_args(tmp_path):
+    @jit.to_static(input_spec=[InputSpec([None, 2], "float32"), InputSpec([None, 2], "float32")])
+    def add(*xs):
+        return xs[0] + xs[1]
+
+    for rows in (1, 3):
+        a, b = tensor([rows, 2], seed=rows), tensor([rows, 2], seed=rows + 1)
+        np.testing.assert_allclose(add(a, b).numpy(), a.numpy() + b.numpy(), rtol=1e-6)
+    assert len(add.program_cache) == 1
+    with pytest.raises(ValueError, match=r"xs\[1\]"):
+        add(a, tensor([3, 5]))
+    path = str(tmp_path / "add")
+    jit.save(add, path)
+    loaded = jit.load(path)
+    a, b = tensor([4, 2], seed=7), tensor([4, 2], seed=8)
+    np.testing.assert_allclose(loaded(a, b).numpy(), a.numpy() + b.numpy(), rtol=1e-6)
