@@ -110,8 +110,16 @@ def arange(start=0, end=None, step=1, dtype=None):
     if end is None:
         start, end = 0, start
     if dtype is None:
-        ints = all(isinstance(v, int) for v in (start, end, step))
+        ints = all(isinstance(v, int) or getattr(v, "dtype", None) in dtypes.INTS
+                   for v in (start, end, step))
         dtype = "int64" if ints else default_float()
+    bounds = (start, end, step)
+    if any(getattr(v, "is_static", False) for v in bounds):
+        # A bound known only when the program runs (``x.shape[1]`` in converted code).
+        bounds = [v if getattr(v, "is_static", False) else full([], v, _dtype_name(dtype))
+                  for v in bounds]
+        return apply("range", *bounds, dtype=_dtype_name(dtype))
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in bounds)
     return apply("arange", start=start, end=end, step=step, dtype=_dtype_name(dtype))
 
 
