@@ -234,24 +234,20 @@ def _shape_list(shape):
 
 
 def reshape(x, shape):
-    return apply("reshape", x, shape=_static_dims(shape, "reshape"))
+    dims = _static_dims(shape)
+    if dims.count(-1) > 1 and _builtins.any(getattr(d, "is_static", False) for d in shape):
+        # Several sizes known only when the program runs: the shape becomes a tensor.
+        parts = [cast(d, "int64").reshape([1]) if getattr(d, "is_static", False)
+                 else apply("full", shape=[1], value=float(d), dtype="int64") for d in shape]
+        return apply("reshape_shaped", x, concat(parts), static_shape=dims)
+    return apply("reshape", x, shape=dims)
 
 
-def _static_dims(shape, where) -> list:
+def _static_dims(shape) -> list:
     """Dims as ints; a dim given as a tensor (an unknown size, as ``x.shape[0]`` is
-    in converted code) becomes -1, which reshape infers from the element count."""
-    dims, unknown = [], 0
-    for d in shape:
-        if getattr(d, "is_static", False):
-            dims.append(-1)
-            unknown += 1
-        else:
-            dims.append(int(d))
-    if unknown and dims.count(-1) > 1:
-        raise ValueError(
-            f"{where}: {dims.count(-1)} dims of {list(shape)} are unknown until the program "
-            "runs; at most one may be (-1)")
-    return dims
+    in converted code) becomes -1, which reshape infers from the element count
+    when it is the only one."""
+    return [-1 if getattr(d, "is_static", False) else int(d) for d in shape]
 
 
 def transpose(x, perm):
