@@ -9,9 +9,12 @@ word embeddings scaled by sqrt(d_model) plus a sinusoid position table, padding
 masks, a causal mask, a label-smoothed loss that skips padding. The toy task:
 reverse a sequence of tokens.
 
-Decoding runs `while step < max_len` (a tensor: the source length is known only
-when the program runs) and `break`s once every sequence has emitted EOS (a tensor
-test), one token per step with the decoder's key/value caches. Both decoders are
+Decoding runs one token per step with the decoder's key/value caches, for at
+most the source length plus 4 steps (a tensor: the source length is known only
+when the program runs), and `break`s once every sequence has emitted EOS (a
+tensor test). Greedy decoding loops `while step < max_len` and grows its tokens;
+beam search loops `for step in range(...)`, collects each step's tokens and
+parent beams in lists and follows them back with `F.gather_tree`. Both are
 converted whole, as written: one `while` op each, with the same tokens and scores
 as eager decoding.
 """
@@ -66,15 +69,15 @@ class TransformerModel(nn.Layer):
                                           d_inner_hid, dropout, normalize_before=True)
         self.project = nn.Linear(d_model, vocab_size)
 
-    def embed(self, words, embedding, positions):
-        x = embedding(words) * self.d_model ** 0.5 + d2s.gather(self.position_table, positions)
-        return self.dropout(x)
+    def embed(self, words, embedding, start=0):
+        """Scaled word embeddings plus the position table's rows from ``start`` on."""
+        positions = self.position_table[start:start + words.shape[1]]
+        return self.dropout(embedding(words) * self.d_model ** 0.5 + positions)
 
     def encode(self, src):
         """The encoder's memory and the mask of the source's real tokens [batch, 1, 1, s]."""
         src_mask = (src != PAD).unsqueeze([1, 2])
-        positions = d2s.arange(src.shape[1])
-        memory = self.transformer.encoder(self.embed(src, self.src_embedding, positions),
+        memory = self.transformer.encoder(self.embed(src, self.src_embedding),
                                           src_mask=src_mask)
         return memory, src_mask
 
@@ -83,14 +86,14 @@ class TransformerModel(nn.Layer):
         length = trg.shape[1]
         positions = d2s.arange(length)
         causal = positions.unsqueeze(0) <= positions.unsqueeze(1)  # [t, t]: keep the past
-        out = self.transformer.decoder(self.embed(trg, self.trg_embedding, positions), memory,
+        out = self.transformer.decoder(self.embed(trg, self.trg_embedding), memory,
                                        tgt_mask=causal, memory_mask=src_mask)
         return self.project(out)
 
     def step(self, token, position, memory, src_mask, cache):
         """One decoding step for the last tokens [n, 1] at ``position``: log-probabilities
         [n, vocab] and the updated caches."""
-        x = self.embed(token, self.trg_embedding, position.reshape([1]))
+        x = self.embed(token, self.trg_embedding, start=position)
         out, cache = self.transformer.decoder(x, memory, memory_mask=src_mask, cache=cache)
         return F.log_softmax(self.project(out[:, -1])), cache
 
@@ -132,32 +135,33 @@ class TransformerModel(nn.Layer):
         cache = self.transformer.decoder.gen_cache(memory)
         vocab = self.project.weight.shape[1]
         token = d2s.full([batch * beam_size, 1], BOS, "int64")
-        tokens = d2s.zeros([batch * beam_size, 0], "int64")
         # only the first beam is alive at the start, so the first step picks distinct tokens
         scores = d2s.zeros([batch, beam_size]) + d2s.to_tensor([0.0] + [-1e9] * (beam_size - 1))
         finished = d2s.zeros([batch, beam_size], "bool")
         eos_only = d2s.to_tensor([0.0 if v == EOS else -1e9 for v in range(vocab)])
         rows = (d2s.arange(batch) * beam_size).unsqueeze(1)  # first row of each source
-        max_len = src.shape[1] + max_extra
-        step = d2s.zeros([], "int64")
-        while step < max_len:
+        step_tokens, step_parents = [], []
+        for step in range(src.shape[1] + max_extra):
             logp, cache = self.step(token, step, memory, src_mask, cache)
             logp = logp.reshape([batch, beam_size, vocab])
-            logp = d2s.where(finished.unsqueeze(2), eos_only, logp)
+            logp = d2s.where(finished.unsqueeze(2), eos_only, logp)  # finished: EOS, for free
             total = (scores.unsqueeze(2) + logp).reshape([batch, beam_size * vocab])
             scores, choice = total.topk(beam_size)
-            parent = (rows + choice // vocab).flatten()  # the rows that each new beam extends
-            token = (choice % vocab).reshape([-1, 1])
-            tokens = d2s.concat([d2s.gather(tokens, parent), token], axis=1)
-            finished = d2s.gather(finished.flatten(), parent).reshape([batch, beam_size])
-            finished = finished | (token.reshape([batch, beam_size]) == EOS)
-            cache = [(type(incremental)(d2s.gather(incremental.k, parent),
-                                        d2s.gather(incremental.v, parent)), static)
+            parent, token = choice // vocab, choice % vocab  # [batch, beam]
+            step_tokens.append(token)
+            step_parents.append(parent)
+            extended = (rows + parent).flatten()  # the rows that the new beams extend
+            finished = d2s.gather(finished.flatten(), extended).reshape([batch, beam_size])
+            finished = finished | (token == EOS)
+            cache = [(type(incremental)(d2s.gather(incremental.k, extended),
+                                        d2s.gather(incremental.v, extended)), static)
                      for incremental, static in cache]
-            step = step + 1
+            token = token.reshape([-1, 1])
             if finished.all():
                 break
-        return tokens.reshape([batch, beam_size, -1]), scores
+        # each final beam's tokens, followed back through the parents it extended
+        beams = F.gather_tree(d2s.stack(step_tokens), d2s.stack(step_parents))
+        return beams.transpose([1, 2, 0]), scores
 
 
 def label_smoothed_loss(logits, label, epsilon: float = 0.1):
@@ -237,10 +241,11 @@ def main(argv=None) -> int:
           f"(beam) of {src.shape[1] + 4} steps")
     same = all(np.array_equal(c.numpy(), e.numpy())
                for c, e in zip([*greedy, *beams], [*eager[0], *eager[1]]))
-    whiles = [op.type for op in model.beam_search.main_program.global_block().ops].count("while")
-    print(f"converted decoding gives the eager tokens and scores: {same}; "
-          f"beam search is {whiles} while op")
-    return 0 if same and whiles == 1 else 1
+    whiles = [[op.type for op in decoder.main_program.global_block().ops].count("while")
+              for decoder in (model.greedy_search, model.beam_search)]
+    print(f"converted decoding gives the eager tokens and scores: {same}; while ops: "
+          f"{whiles[0]} (greedy), {whiles[1]} (beam search: the loop and gather_tree's)")
+    return 0 if same and whiles == [1, 2] else 1
 
 
 if __name__ == "__main__":

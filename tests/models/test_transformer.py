@@ -90,10 +90,12 @@ def test_decoders_converted_whole_give_eager_tokens_and_scores(trained, eos_bias
                     assert (greedy[0].shape[1], beams[0].shape[2]) == expected
     finally:
         bias.set_value(saved)
-    for decoder in (trained.greedy_search, trained.beam_search):
-        assert len(decoder.program_cache) == 1  # every batch and source length
+    # one program for every batch and source length: the decoding loop is a while op
+    # (and beam search's gather_tree walks back in another)
+    for decoder, whiles in ((trained.greedy_search, 1), (trained.beam_search, 2)):
+        assert len(decoder.program_cache) == 1
         ops = [op.type for op in decoder.main_program.global_block().ops]
-        assert ops.count("while") == 1
+        assert ops.count("while") == whiles
 
 
 def test_beam_search_keeps_the_best_beams_first(trained):
@@ -103,6 +105,10 @@ def test_beam_search_keeps_the_best_beams_first(trained):
     assert tokens.shape[:2] == [6, 4] and np.all(np.diff(scores, axis=1) <= 0)
     # each beam's score is the sum of its tokens' log-probabilities up to its EOS
     assert np.all(scores < 0) and np.all(scores > -1e8)
+    # the back-traced beams: a beam that has emitted EOS emits only EOS after it
+    tokens = tokens.numpy()
+    ended = np.maximum.accumulate(tokens == T.EOS, axis=-1)
+    assert np.all(tokens[ended] == T.EOS) and ended[..., -1].any()
 
 
 def test_saved_model_and_beam_search_run_in_a_fresh_process(trained, tmp_path):
