@@ -54,6 +54,7 @@ class enable_grad(no_grad):
 
 
 def is_grad_enabled() -> bool:
+    """Whether ops record gradients now (False inside ``no_grad``)."""
     if state.recorder is not None:  # a trace that branches on it depends on it
         state.recorder.read_grad_mode()
     return state.grad_enabled

@@ -61,14 +61,20 @@ class PyLayer:
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
+        """The computation: ``forward(ctx, *args, **kwargs)`` returns a tensor or a tuple of
+        tensors (subclasses define it)."""
         raise NotImplementedError("a PyLayer must define forward(ctx, *args)")
 
     @staticmethod
     def backward(ctx, *grads):
+        """The gradient: ``backward(ctx, *grads)`` returns one gradient (or None) per tensor
+        argument of ``forward`` (subclasses define it)."""
         raise NotImplementedError("a PyLayer must define backward(ctx, *grads)")
 
     @classmethod
     def apply(cls, *args, **kwargs):
+        """Run ``forward`` on ``args`` and return its outputs, whose gradient is
+        ``backward`` (eagerly, and in converted code and static programs)."""
         ctx = PyLayerContext()
         static = state.static or any(getattr(a, "is_static", False) for a in args)
         forward = convert_call_func.convert_call(cls.forward) if static else cls.forward

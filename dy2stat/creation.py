@@ -68,6 +68,9 @@ def _has_numpy_floats(data) -> bool:
 
 
 def full(shape, fill_value, dtype=None):
+    """A tensor of ``shape`` filled with ``fill_value``; the dtype defaults to bool, int64
+    or the default float by the value's type. Dims may be tensors (sizes known only when the
+    program runs)."""
     if dtype is None:
         dtype = "bool" if isinstance(fill_value, bool) else (
             "int64" if isinstance(fill_value, int) else default_float())
@@ -86,41 +89,62 @@ def _dims(shape) -> list:
 
 
 def zeros(shape, dtype=None):
+    """A tensor of ``shape`` filled with 0 (the default float dtype unless ``dtype`` is
+    given)."""
     return full(shape, 0.0, dtype)
 
 
 def ones(shape, dtype=None):
+    """A tensor of ``shape`` filled with 1 (the default float dtype unless ``dtype`` is
+    given)."""
     return full(shape, 1.0, dtype)
 
 
 def full_like(x, fill_value, dtype=None):
+    """A tensor of ``x``'s shape (and dtype, unless ``dtype`` is given) filled with
+    ``fill_value``."""
     return apply("full_like", x, value=float(fill_value),
                  dtype=None if dtype is None else _dtype_name(dtype))
 
 
 def zeros_like(x, dtype=None):
+    """A tensor of ``x``'s shape (and dtype, unless ``dtype`` is given) filled with 0."""
     return full_like(x, 0.0, dtype)
 
 
 def ones_like(x, dtype=None):
+    """A tensor of ``x``'s shape (and dtype, unless ``dtype`` is given) filled with 1."""
     return full_like(x, 1.0, dtype)
 
 
 def arange(start=0, end=None, step=1, dtype=None):
+    """The numbers from ``start`` up to (not including) ``end`` in steps of ``step``
+    (``arange(n)``: 0 to n-1); int64 when all are ints, else the default float. Bounds may
+    be tensors."""
     if end is None:
         start, end = 0, start
     if dtype is None:
-        ints = all(isinstance(v, int) for v in (start, end, step))
+        ints = all(isinstance(v, int) or getattr(v, "dtype", None) in dtypes.INTS
+                   for v in (start, end, step))
         dtype = "int64" if ints else default_float()
+    bounds = (start, end, step)
+    if any(getattr(v, "is_static", False) for v in bounds):
+        # A bound known only when the program runs (``x.shape[1]`` in converted code).
+        bounds = [v if getattr(v, "is_static", False) else full([], v, _dtype_name(dtype))
+                  for v in bounds]
+        return apply("range", *bounds, dtype=_dtype_name(dtype))
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in bounds)
     return apply("arange", start=start, end=end, step=step, dtype=_dtype_name(dtype))
 
 
 def linspace(start, stop, num, dtype=None):
+    """``num`` evenly spaced numbers from ``start`` to ``stop``, both included."""
     return apply("linspace", start=float(start), stop=float(stop), num=int(num),
                  dtype=_dtype_name(dtype))
 
 
 def eye(num_rows, num_columns=None, dtype=None):
+    """A [num_rows, num_columns] matrix with ones on the diagonal (square by default)."""
     return apply("eye", num_rows=int(num_rows), num_columns=num_columns,
                  dtype=_dtype_name(dtype))
 
@@ -132,20 +156,25 @@ def rand(shape, dtype=None):
 
 
 def uniform(shape, dtype=None, min=-1.0, max=1.0, seed=0):
+    """Uniform random numbers on [min, max) of ``shape``; a nonzero ``seed`` draws from a
+    generator of its own."""
     return apply("uniform", shape=_dims(shape), min=float(min), max=float(max),
                  dtype=_dtype_name(dtype), seed=int(seed))
 
 
 def randn(shape, dtype=None):
+    """Standard normal random numbers of ``shape``."""
     return apply("normal", shape=_dims(shape), dtype=_dtype_name(dtype))
 
 
 def normal(mean=0.0, std=1.0, shape=(1,), dtype=None):
+    """Normal random numbers of ``shape`` with ``mean`` and standard deviation ``std``."""
     return apply("normal", shape=_dims(shape), mean=float(mean), std=float(std),
                  dtype=_dtype_name(dtype))
 
 
 def randint(low=0, high=None, shape=(1,), dtype="int64"):
+    """Random integers on [low, high) of ``shape`` (``randint(n)``: on [0, n))."""
     if high is None:
         low, high = 0, low
     return apply("randint", shape=_dims(shape), low=int(low), high=int(high),

@@ -87,6 +87,7 @@ def set_device(device: str) -> str:
 
 
 def get_device() -> str:
+    """The current device: 'cpu' or 'gpu:N'."""
     return current.name
 
 

@@ -57,18 +57,24 @@ def _setitem(self, index, value):
 
 
 def _reshape(self, *shape):
+    """The tensor with a new shape (``x.reshape(2, 3)`` or ``x.reshape([2, 3])``), as
+    ``d2s.reshape``."""
     return ops.reshape(self, ops._shape_list(shape))
 
 
 def _transpose(self, *perm):
+    """The tensor with its dims permuted (``x.transpose([1, 0])``); with no argument, all
+    dims reversed."""
     return ops.transpose(self, ops._shape_list(perm) if perm else list(range(self.ndim))[::-1])
 
 
 def _permute(self, *dims):
+    """The tensor with its dims permuted: ``x.permute(2, 0, 1)``."""
     return ops.transpose(self, ops._shape_list(dims))
 
 
 def _view(self, *shape):
+    """The tensor with a new shape, as ``reshape`` (``x.view(2, -1)``)."""
     if len(shape) == 1 and isinstance(shape[0], (str, type, np.dtype)):
         raise TypeError(f"view: expected a shape, got {shape[0]!r}; to change the dtype "
                         "use astype")
@@ -100,6 +106,8 @@ def _value(name):
 
 
 def _backward(self, grad_tensor=None, retain_graph=False):
+    """Compute the gradients of this tensor (a scalar, or with ``grad_tensor``) with respect
+    to the tensors it depends on, accumulating them in their ``grad``."""
     autograd.backward([self], None if grad_tensor is None else [grad_tensor], retain_graph)
 
 

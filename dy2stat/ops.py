@@ -18,33 +18,42 @@ def _axis(axis):
 
 # ------------------------------------------------------------ elementwise
 add = binary("add")
+add.__doc__ = "``x + y``, elementwise, broadcasting."
 
 
 subtract = binary("subtract")
+subtract.__doc__ = "``x - y``, elementwise, broadcasting."
 
 
 multiply = binary("multiply")
+multiply.__doc__ = "``x * y``, elementwise, broadcasting."
 
 
 divide = binary("divide")
+divide.__doc__ = "``x / y``, elementwise, broadcasting (true division)."
 
 
 floor_divide = binary("floor_divide")
+floor_divide.__doc__ = "``x // y``, elementwise, broadcasting."
 
 
 remainder = binary("remainder")
+remainder.__doc__ = "``x % y`` (the sign of ``y``, as Python), elementwise, broadcasting."
 
 
 mod = remainder
 
 
 pow = binary("pow")
+pow.__doc__ = "``x ** y``, elementwise, broadcasting."
 
 
 maximum = binary("maximum")
+maximum.__doc__ = "The larger of ``x`` and ``y``, elementwise, broadcasting."
 
 
 minimum = binary("minimum")
+minimum.__doc__ = "The smaller of ``x`` and ``y``, elementwise, broadcasting."
 
 
 def scale(x, scale=1.0, bias=0.0, bias_after_scale=True, act=None):
@@ -65,52 +74,68 @@ def scale(x, scale=1.0, bias=0.0, bias_after_scale=True, act=None):
 
 
 neg = unary("neg")
+neg.__doc__ = "``-x``, elementwise."
 
 
 exp = unary("exp")
+exp.__doc__ = "``e ** x``, elementwise."
 
 
 log = unary("log")
+log.__doc__ = "The natural logarithm, elementwise."
 
 
 sqrt = unary("sqrt")
+sqrt.__doc__ = "The square root, elementwise."
 
 
 def square(x):
+    """``x * x``, elementwise."""
     return apply("multiply", x, x)
 
 
 tanh = unary("tanh")
+tanh.__doc__ = "The hyperbolic tangent, elementwise."
 
 
 sigmoid = unary("sigmoid")
+sigmoid.__doc__ = "``1 / (1 + exp(-x))``, elementwise."
 
 
 abs = unary("abs")
+abs.__doc__ = "``|x|``, elementwise."
 
 
 sign = unary("sign")
+sign.__doc__ = "-1, 0 or 1 by the sign of each element."
 
 
 sin = unary("sin")
+sin.__doc__ = "The sine, elementwise."
 
 
 cos = unary("cos")
+cos.__doc__ = "The cosine, elementwise."
 
 
 floor = unary("floor")
+floor.__doc__ = "The largest integer not above each element."
 
 
 ceil = unary("ceil")
+ceil.__doc__ = "The smallest integer not below each element."
 
 
 round = unary("round")
+round.__doc__ = "Each element rounded to the nearest integer (halves to even, as NumPy)."
 
 
 relu = unary("relu")
+relu.__doc__ = "``max(x, 0)``, elementwise."
 
 
 def clip(x, min=None, max=None):
+    """``x`` limited to ``[min, max]`` (None: no limit on that side)."""
     attrs = {}
     if min is not None:
         attrs["min"] = float(min)
@@ -120,14 +145,18 @@ def clip(x, min=None, max=None):
 
 
 def softmax(x, axis=-1):
+    """``exp(x) / sum(exp(x))`` along ``axis`` (computed without overflow)."""
     return apply("softmax", x, axis=int(axis))
 
 
 def log_softmax(x, axis=-1):
+    """``log(softmax(x))`` along ``axis``, computed stably."""
     return apply("log_softmax", x, axis=int(axis))
 
 
 def cast(x, dtype):
+    """``x`` converted to ``dtype`` (a name such as 'float32', a NumPy dtype, or float, int,
+    bool)."""
     return apply("cast", x, dtype=_dtype_name(dtype))
 
 
@@ -138,69 +167,95 @@ def _dtype_name(dtype) -> str:
 
 # ------------------------------------------------------------- comparison
 equal = binary("equal")
+equal.__doc__ = "``x == y``, elementwise: a bool tensor of the broadcast shape."
 
 
 not_equal = binary("not_equal")
+not_equal.__doc__ = "``x != y``, elementwise: a bool tensor of the broadcast shape."
 
 
 less_than = binary("less_than")
+less_than.__doc__ = "``x < y``, elementwise: a bool tensor of the broadcast shape."
 
 
 less_equal = binary("less_equal")
+less_equal.__doc__ = "``x <= y``, elementwise: a bool tensor of the broadcast shape."
 
 
 greater_than = binary("greater_than")
+greater_than.__doc__ = "``x > y``, elementwise: a bool tensor of the broadcast shape."
 
 
 greater_equal = binary("greater_equal")
+greater_equal.__doc__ = "``x >= y``, elementwise: a bool tensor of the broadcast shape."
 
 
 logical_and = binary("logical_and")
+logical_and.__doc__ = "``x and y`` of bool tensors, elementwise."
 
 
 logical_or = binary("logical_or")
+logical_or.__doc__ = "``x or y`` of bool tensors, elementwise."
 
 
 logical_xor = binary("logical_xor")
+logical_xor.__doc__ = "``x != y`` of bool tensors, elementwise."
 
 
 logical_not = unary("logical_not")
+logical_not.__doc__ = "``not x`` of a bool tensor, elementwise."
 
 
 # ------------------------------------------------------------- reductions
 def sum(x, axis=None, keepdim=False):
+    """The sum over ``axis`` (an int, a list, or None for all; a full reduction is 0-D);
+    ``keepdim`` keeps the reduced axes as size 1."""
     return apply("sum", x, axis=_axis(axis), keepdim=keepdim)
 
 
 def mean(x, axis=None, keepdim=False):
+    """The mean over ``axis`` (an int, a list, or None for all); ``keepdim`` keeps the
+    reduced axes."""
     return apply("mean", x, axis=_axis(axis), keepdim=keepdim)
 
 
 def max(x, axis=None, keepdim=False):
+    """The maximum over ``axis`` (an int, a list, or None for all); ``keepdim`` keeps the
+    reduced axes."""
     return apply("max", x, axis=_axis(axis), keepdim=keepdim)
 
 
 def min(x, axis=None, keepdim=False):
+    """The minimum over ``axis`` (an int, a list, or None for all); ``keepdim`` keeps the
+    reduced axes."""
     return apply("min", x, axis=_axis(axis), keepdim=keepdim)
 
 
 def prod(x, axis=None, keepdim=False):
+    """The product over ``axis`` (an int, a list, or None for all); ``keepdim`` keeps the
+    reduced axes."""
     return apply("prod", x, axis=_axis(axis), keepdim=keepdim)
 
 
 def any(x, axis=None, keepdim=False):
+    """Whether any element over ``axis`` is true (None: all elements): a bool tensor."""
     return apply("any", x, axis=_axis(axis), keepdim=keepdim)
 
 
 def all(x, axis=None, keepdim=False):
+    """Whether every element over ``axis`` is true (None: all elements): a bool tensor."""
     return apply("all", x, axis=_axis(axis), keepdim=keepdim)
 
 
 def argmax(x, axis=None, keepdim=False):
+    """The index of the largest element along ``axis`` (None: of the flattened input),
+    int64; the first of equal ones."""
     return apply("argmax", x, axis=axis, keepdim=keepdim)
 
 
 def argmin(x, axis=None, keepdim=False):
+    """The index of the smallest element along ``axis`` (None: of the flattened input),
+    int64; the first of equal ones."""
     return apply("argmin", x, axis=axis, keepdim=keepdim)
 
 
@@ -218,6 +273,8 @@ _matmul = binary("matmul")
 
 
 def matmul(x, y, transpose_x=False, transpose_y=False):
+    """The matrix product ``x @ y`` (batched over leading dims, broadcasting), ``x`` or
+    ``y`` transposed in its last two dims first when asked; 1-D operands are vectors."""
     if transpose_x or transpose_y:
         return apply("matmul", x, y, transpose_x=transpose_x, transpose_y=transpose_y)
     return _matmul(x, y)
@@ -234,56 +291,63 @@ def _shape_list(shape):
 
 
 def reshape(x, shape):
-    return apply("reshape", x, shape=_static_dims(shape, "reshape"))
+    """``x`` with the elements in a new ``shape``: -1 takes the size that fits, 0 keeps that
+    dim of ``x``; dims may be tensors (sizes known only when the program runs)."""
+    dims = _static_dims(shape)
+    if dims.count(-1) > 1 and _builtins.any(getattr(d, "is_static", False) for d in shape):
+        # Several sizes known only when the program runs: the shape becomes a tensor.
+        parts = [cast(d, "int64").reshape([1]) if getattr(d, "is_static", False)
+                 else apply("full", shape=[1], value=float(d), dtype="int64") for d in shape]
+        return apply("reshape_shaped", x, concat(parts), static_shape=dims)
+    return apply("reshape", x, shape=dims)
 
 
-def _static_dims(shape, where) -> list:
+def _static_dims(shape) -> list:
     """Dims as ints; a dim given as a tensor (an unknown size, as ``x.shape[0]`` is
-    in converted code) becomes -1, which reshape infers from the element count."""
-    dims, unknown = [], 0
-    for d in shape:
-        if getattr(d, "is_static", False):
-            dims.append(-1)
-            unknown += 1
-        else:
-            dims.append(int(d))
-    if unknown and dims.count(-1) > 1:
-        raise ValueError(
-            f"{where}: {dims.count(-1)} dims of {list(shape)} are unknown until the program "
-            "runs; at most one may be (-1)")
-    return dims
+    in converted code) becomes -1, which reshape infers from the element count
+    when it is the only one."""
+    return [-1 if getattr(d, "is_static", False) else int(d) for d in shape]
 
 
 def transpose(x, perm):
+    """``x`` with its dims permuted: dim ``i`` of the result is dim ``perm[i]`` of ``x``."""
     return apply("transpose", x, perm=[int(p) for p in perm])
 
 
 def concat(x, axis=0):
+    """The tensors of ``x`` joined along ``axis``."""
     return apply("concat", list(x), axis=int(axis))
 
 
 def stack(x, axis=0):
+    """The tensors of ``x`` (of one shape) stacked along a new ``axis``."""
     return apply("stack", list(x), axis=int(axis))
 
 
 def split(x, num_or_sections, axis=0):
+    """``x`` cut along ``axis`` into ``num_or_sections`` equal parts (an int) or parts of
+    the listed sizes (one may be -1): a list."""
     sections = num_or_sections if isinstance(num_or_sections, int) else list(num_or_sections)
     return apply("split", x, num_or_sections=sections, axis=int(axis))
 
 
 def squeeze(x, axis=None):
+    """``x`` without its size-1 dims (all of them, or those of ``axis``)."""
     return apply("squeeze", x, axis=_axis(axis))
 
 
 def unsqueeze(x, axis):
+    """``x`` with size-1 dims inserted at ``axis`` (an int or a list)."""
     return apply("unsqueeze", x, axis=_axis(axis))
 
 
 def flatten(x, start_axis=0, stop_axis=-1):
+    """``x`` with dims ``start_axis`` to ``stop_axis`` merged into one."""
     return apply("flatten", x, start_axis=start_axis, stop_axis=stop_axis)
 
 
 def expand(x, shape):
+    """``x`` broadcast to ``shape`` (-1 keeps a dim)."""
     return apply("expand", x, shape=[int(d) for d in shape])
 
 
@@ -291,22 +355,27 @@ broadcast_to = expand
 
 
 def tile(x, repeat_times):
+    """``x`` repeated ``repeat_times[i]`` times along each dim ``i``."""
     return apply("tile", x, repeat_times=[int(r) for r in repeat_times])
 
 
 def flip(x, axis):
+    """``x`` reversed along ``axis`` (an int or a list)."""
     return apply("flip", x, axis=[axis] if isinstance(axis, int) else list(axis))
 
 
 def gather(x, index, axis=0):
+    """The slices of ``x`` at ``index`` (ints) along ``axis``."""
     return apply("gather", x, index, axis=int(axis))
 
 
 def where(condition, x, y):
+    """``x`` where ``condition`` holds, ``y`` elsewhere (broadcasting)."""
     return apply("where", condition, x, y)
 
 
 def one_hot(x, num_classes):
+    """One-hot float vectors of ``num_classes`` for the integer ``x`` (a new last dim)."""
     return apply("one_hot", x, num_classes=int(num_classes))
 
 
@@ -316,10 +385,12 @@ def shape(x):
 
 
 def numel(x):
+    """The number of elements, a 0-D int64 tensor."""
     return apply("numel", x)
 
 
 def clone(x):
+    """A copy of ``x`` that gradients flow through (``assign``)."""
     return apply("assign", x)
 
 
@@ -328,15 +399,19 @@ assign = clone
 
 # ----------------------------------------------------- math and statistics
 rsqrt = unary("rsqrt")
+rsqrt.__doc__ = "``1 / sqrt(x)``, elementwise."
 
 
 isnan = unary("isnan")
+isnan.__doc__ = "Where ``x`` is NaN: a bool tensor."
 
 
 isinf = unary("isinf")
+isinf.__doc__ = "Where ``x`` is +inf or -inf: a bool tensor."
 
 
 isfinite = unary("isfinite")
+isfinite.__doc__ = "Where ``x`` is neither infinite nor NaN: a bool tensor."
 
 
 def masked_fill(x, mask, value):
@@ -357,14 +432,18 @@ def allclose(x, y, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 
 def var(x, axis=None, unbiased=True, keepdim=False):
+    """The variance over ``axis`` (None: all elements); ``unbiased`` divides by ``n - 1``."""
     return apply("var", x, axis=_axis(axis), unbiased=bool(unbiased), keepdim=keepdim)
 
 
 def std(x, axis=None, unbiased=True, keepdim=False):
+    """The standard deviation over ``axis`` (None: all elements); ``unbiased`` divides by
+    ``n - 1``."""
     return sqrt(var(x, axis, unbiased, keepdim))
 
 
 def logsumexp(x, axis=None, keepdim=False):
+    """``log(sum(exp(x)))`` over ``axis`` (None: all elements), without overflow."""
     return apply("logsumexp", x, axis=_axis(axis), keepdim=keepdim)
 
 
@@ -441,10 +520,12 @@ def outer(x, y):
 
 
 def tril(x, diagonal=0):
+    """``x`` with the elements above diagonal ``diagonal`` of its last two dims set to 0."""
     return apply("tril", x, diagonal=int(diagonal))
 
 
 def triu(x, diagonal=0):
+    """``x`` with the elements below diagonal ``diagonal`` of its last two dims set to 0."""
     return apply("triu", x, diagonal=int(diagonal))
 
 
@@ -494,6 +575,7 @@ def repeat_interleave(x, repeats, axis=None):
 
 # --------------------------------------------------------------- selection
 def gather_nd(x, index):
+    """The elements (or slices) of ``x`` at the coordinates in the last dim of ``index``."""
     return apply("gather_nd", x, index)
 
 

@@ -39,26 +39,32 @@ class Tensor:
     # ------------------------------------------------------------- metadata
     @property
     def shape(self) -> list:
+        """The dims, a list of ints."""
         return list(self._data.shape)
 
     @property
     def dtype(self) -> np.dtype:
+        """The NumPy dtype of the elements."""
         return self._data.dtype
 
     @property
     def ndim(self) -> int:
+        """The number of dims."""
         return self._data.ndim
 
     @property
     def size(self) -> int:
+        """The number of elements."""
         return int(self._data.size)
 
     @property
     def place(self) -> str:
+        """The device the values live on: 'cpu' or 'gpu:N'."""
         return _device.device_of(self._data)
 
     @property
     def is_leaf(self) -> bool:
+        """Whether no recorded op produced this tensor (a parameter or an input)."""
         return self._node is None
 
     # ---------------------------------------------------------- conversion
@@ -67,6 +73,7 @@ class Tensor:
         return np.asarray(to_host(self._data))
 
     def item(self):
+        """The value of a one-element tensor as a Python number."""
         if self._data.size != 1:
             raise ValueError(
                 f"item(): only a tensor with one element converts to a Python scalar, "
@@ -75,6 +82,7 @@ class Tensor:
         return to_host(self._data).reshape(()).item()
 
     def tolist(self):
+        """The values as (nested) Python lists."""
         return self.numpy().tolist()
 
     def __array__(self, dtype=None, copy=None):
@@ -112,6 +120,7 @@ class Tensor:
         return Tensor(self._data)
 
     def clear_gradient(self) -> None:
+        """Drop the accumulated gradient (``grad`` becomes None)."""
         self.grad = None
 
     clear_grad = clear_gradient
@@ -155,6 +164,7 @@ class Tensor:
         return Tensor(data, self.stop_gradient)
 
     def cpu(self) -> Tensor:
+        """A copy in host memory (the same tensor if already there)."""
         return self.to("cpu")
 
     def cuda(self, index: int | None = None) -> Tensor:

@@ -119,18 +119,22 @@ class Program:
         self.random_seed = 0
 
     def bump(self) -> None:
+        """Mark the program changed (executors plan it again)."""
         self.version += 1
 
     def unique_name(self, prefix: str) -> str:
+        """A variable name starting with ``prefix`` that no block uses yet."""
         while True:
             name = f"{prefix}_{next(self._names)}"
             if all(name not in b.vars for b in self.blocks):
                 return name
 
     def global_block(self) -> Block:
+        """Block 0, the program's top level."""
         return self.blocks[0]
 
     def create_block(self, parent_idx: int) -> Block:
+        """A new sub-block whose parent is block ``parent_idx``."""
         block = Block(self, len(self.blocks), parent_idx)
         self.blocks.append(block)
         self.bump()
@@ -155,10 +159,12 @@ class Program:
         return names
 
     def list_vars(self):
+        """Every variable of every block."""
         for block in self.blocks:
             yield from block.vars.values()
 
     def persistables(self) -> list[Var]:
+        """The persistable variables (parameters, buffers) of the global block."""
         return [v for v in self.global_block().vars.values() if v.persistable]
 
     def _block_lines(self, block: Block, indent: str) -> list[str]:

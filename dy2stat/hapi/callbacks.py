@@ -36,27 +36,58 @@ class Callback:
         self.params: dict = {}
 
     def set_params(self, params: dict) -> None:
+        """Receive the run's settings (epochs, steps, verbose, metrics) from ``Model``."""
         self.params = params
 
     def set_model(self, model) -> None:
+        """Receive the ``Model`` the callback serves."""
         self.model = model
 
-    def on_train_begin(self, logs=None): ...
-    def on_train_end(self, logs=None): ...
-    # Ctrl-C stopped Model.fit (instead of on_train_end); logs["epoch"], ["step"]
-    def on_train_interrupt(self, logs=None): ...
-    def on_eval_begin(self, logs=None): ...
-    def on_eval_end(self, logs=None): ...
-    def on_predict_begin(self, logs=None): ...
-    def on_predict_end(self, logs=None): ...
-    def on_epoch_begin(self, epoch, logs=None): ...
-    def on_epoch_end(self, epoch, logs=None): ...
-    def on_train_batch_begin(self, step, logs=None): ...
-    def on_train_batch_end(self, step, logs=None): ...
-    def on_eval_batch_begin(self, step, logs=None): ...
-    def on_eval_batch_end(self, step, logs=None): ...
-    def on_predict_batch_begin(self, step, logs=None): ...
-    def on_predict_batch_end(self, step, logs=None): ...
+    def on_train_begin(self, logs=None):
+        """Before the first epoch of ``Model.fit``."""
+
+    def on_train_end(self, logs=None):
+        """After the last epoch of ``Model.fit``."""
+
+    def on_train_interrupt(self, logs=None):
+        """Ctrl-C stopped ``Model.fit`` (called instead of ``on_train_end``); ``logs``
+        holds "epoch" and "step"."""
+
+    def on_eval_begin(self, logs=None):
+        """Before an evaluation (``Model.evaluate``, or the one ``fit`` runs)."""
+
+    def on_eval_end(self, logs=None):
+        """After an evaluation; ``logs`` holds its loss and metrics."""
+
+    def on_predict_begin(self, logs=None):
+        """Before ``Model.predict``."""
+
+    def on_predict_end(self, logs=None):
+        """After ``Model.predict``."""
+
+    def on_epoch_begin(self, epoch, logs=None):
+        """Before each training epoch."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        """After each training epoch; ``logs`` holds its last loss and metrics."""
+
+    def on_train_batch_begin(self, step, logs=None):
+        """Before each training step."""
+
+    def on_train_batch_end(self, step, logs=None):
+        """After each training step; ``logs`` holds its loss and metrics."""
+
+    def on_eval_batch_begin(self, step, logs=None):
+        """Before each evaluation step."""
+
+    def on_eval_batch_end(self, step, logs=None):
+        """After each evaluation step."""
+
+    def on_predict_batch_begin(self, step, logs=None):
+        """Before each prediction step."""
+
+    def on_predict_batch_end(self, step, logs=None):
+        """After each prediction step."""
 
 
 class CallbackList:
@@ -70,13 +101,16 @@ class CallbackList:
                 raise TypeError(f"callbacks must be Callback instances, got {type(cb).__name__}")
 
     def append(self, callback: Callback) -> None:
+        """Add a callback at the end."""
         self.callbacks.append(callback)
 
     def set_params(self, params: dict) -> None:
+        """Give the run's settings to every callback."""
         for cb in self.callbacks:
             cb.set_params(params)
 
     def set_model(self, model) -> None:
+        """Give the model to every callback."""
         for cb in self.callbacks:
             cb.set_model(model)
 
@@ -90,27 +124,34 @@ class CallbackList:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
 
     def on_begin(self, mode: str, logs=None) -> None:
+        """Call ``on_{mode}_begin`` of every callback (mode: 'train', 'eval' or 'predict')."""
         self._check(mode)
         self._call(f"on_{mode}_begin", logs)
 
     def on_end(self, mode: str, logs=None) -> None:
+        """Call ``on_{mode}_end`` of every callback."""
         self._check(mode)
         self._call(f"on_{mode}_end", logs)
 
     def on_epoch_begin(self, epoch: int, logs=None) -> None:
+        """Call ``on_epoch_begin`` of every callback."""
         self._call("on_epoch_begin", epoch, logs)
 
     def on_train_interrupt(self, logs=None) -> None:
+        """Call ``on_train_interrupt`` of every callback."""
         self._call("on_train_interrupt", logs)
 
     def on_epoch_end(self, epoch: int, logs=None) -> None:
+        """Call ``on_epoch_end`` of every callback."""
         self._call("on_epoch_end", epoch, logs)
 
     def on_batch_begin(self, mode: str, step: int, logs=None) -> None:
+        """Call ``on_{mode}_batch_begin`` of every callback."""
         self._check(mode)
         self._call(f"on_{mode}_batch_begin", step, logs)
 
     def on_batch_end(self, mode: str, step: int, logs=None) -> None:
+        """Call ``on_{mode}_batch_end`` of every callback."""
         self._check(mode)
         self._call(f"on_{mode}_batch_end", step, logs)
 

@@ -21,6 +21,7 @@ class ProgramTranslator:
 
     @classmethod
     def get_instance(cls) -> ProgramTranslator:
+        """The one ProgramTranslator (as ``ProgramTranslator()``)."""
         return cls()
 
     def enable(self, flag: bool) -> None:

@@ -291,6 +291,7 @@ class StaticFunction:
 
     @property
     def main_program(self) -> Program:
+        """The static program of the latest call (or of the input_spec)."""
         return self.concrete_program.main_program
 
     def get_concrete_program(self, *args, **kwargs) -> tuple[ConcreteProgram, ProgramRunner]:

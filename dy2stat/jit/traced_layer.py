@@ -31,6 +31,7 @@ class TracedLayer:
 
     @property
     def program(self):
+        """The traced static program."""
         return self._concrete.main_program
 
     def __call__(self, *inputs):

@@ -37,18 +37,25 @@ class Metric:
     """
 
     def reset(self) -> None:
+        """Forget what was accumulated (subclasses define it)."""
         raise NotImplementedError(f"{type(self).__name__} must define reset()")
 
     def update(self, *args):
+        """Add one batch (what ``compute`` returned); may return the batch's value
+        (subclasses define it)."""
         raise NotImplementedError(f"{type(self).__name__} must define update()")
 
     def accumulate(self):
+        """The metric over everything since the last ``reset`` (subclasses define it)."""
         raise NotImplementedError(f"{type(self).__name__} must define accumulate()")
 
     def name(self):
+        """The metric's name, or a list of names (subclasses define it)."""
         raise NotImplementedError(f"{type(self).__name__} must define name()")
 
     def compute(self, *args):
+        """What ``update`` takes, from a batch's predictions and labels (by default, the
+        inputs unchanged)."""
         return args
 
 

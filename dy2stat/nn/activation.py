@@ -8,21 +8,29 @@ from dy2stat.nn.layer import Layer
 
 
 class ReLU(Layer):
+    """``max(x, 0)``, elementwise."""
+
     def forward(self, x):
         return F.relu(x)
 
 
 class Sigmoid(Layer):
+    """``1 / (1 + exp(-x))``, elementwise."""
+
     def forward(self, x):
         return F.sigmoid(x)
 
 
 class Tanh(Layer):
+    """The hyperbolic tangent, elementwise."""
+
     def forward(self, x):
         return F.tanh(x)
 
 
 class GELU(Layer):
+    """The Gaussian error linear unit ``x * Phi(x)`` (``approximate``: its tanh form)."""
+
     def __init__(self, approximate: bool = False, name: str | None = None):
         super().__init__(name)
         self.approximate = bool(approximate)
@@ -35,6 +43,8 @@ class GELU(Layer):
 
 
 class Softmax(Layer):
+    """``exp(x) / sum(exp(x))`` along ``axis``."""
+
     def __init__(self, axis: int = -1, name: str | None = None):
         super().__init__(name)
         self.axis = int(axis)
@@ -47,6 +57,8 @@ class Softmax(Layer):
 
 
 class LogSoftmax(Softmax):
+    """``log(softmax(x))`` along ``axis``, computed stably."""
+
     def forward(self, x):
         return F.log_softmax(x, self.axis)
 

@@ -35,6 +35,7 @@ class Sequential(Layer):
             self.add_sublayer(str(name), layer)
 
     def forward(self, x):
+        """The layers applied in order, each to the previous one's output."""
         for layer in self._sub_layers.values():
             x = layer(x)
         return x
@@ -70,6 +71,7 @@ class Sequential(Layer):
         return iter(self._sub_layers.values())
 
     def append(self, layer: Layer) -> Sequential:
+        """Add a layer at the end (named by its position); returns self."""
         self.add_sublayer(str(len(self._sub_layers)), layer)
         return self
 
@@ -117,15 +119,18 @@ class LayerList(Layer):
         return iter(self._sub_layers.values())
 
     def append(self, sublayer: Layer) -> LayerList:
+        """Add a layer at the end; returns self."""
         self.add_sublayer(str(len(self._sub_layers)), self._check(sublayer))
         return self
 
     def extend(self, sublayers: Iterable[Layer]) -> LayerList:
+        """Add layers at the end; returns self."""
         for layer in sublayers:
             self.append(layer)
         return self
 
     def insert(self, index: int, sublayer: Layer) -> None:
+        """Insert a layer before position ``index``."""
         layers = list(self._sub_layers.values())
         layers.insert(index, self._check(sublayer))
         self._reset(layers)
@@ -166,20 +171,25 @@ class LayerDict(Layer):
         return key in self._sub_layers
 
     def clear(self) -> None:
+        """Remove every layer."""
         changes.count += 1
         self._sub_layers.clear()
 
     def pop(self, key: str) -> Layer:
+        """Remove the layer of ``key`` and return it."""
         changes.count += 1
         return self._sub_layers.pop(key)
 
     def keys(self):
+        """The keys, in order."""
         return self._sub_layers.keys()
 
     def items(self):
+        """(key, layer) pairs, in order."""
         return self._sub_layers.items()
 
     def values(self):
+        """The layers, in order."""
         return self._sub_layers.values()
 
     def update(self, sublayers) -> None:
@@ -217,5 +227,6 @@ class ParameterList(Layer):
         return iter(self._parameters.values())
 
     def append(self, parameter) -> ParameterList:
+        """Add a parameter at the end; returns self."""
         self.add_parameter(str(len(self._parameters)), parameter)
         return self

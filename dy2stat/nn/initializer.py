@@ -78,6 +78,8 @@ class Initializer:
 
 
 class Constant(Initializer):
+    """Every element ``value``."""
+
     def __init__(self, value: float = 0.0):
         self.value = float(value)
 
@@ -98,6 +100,8 @@ class Uniform(Initializer):
 
 
 class Normal(Initializer):
+    """Normal random values of ``mean`` and standard deviation ``std``."""
+
     def __init__(self, mean: float = 0.0, std: float = 1.0):
         if std < 0:
             raise ValueError(f"Normal: std must be >= 0, got {std}")

@@ -101,6 +101,7 @@ class HookRemoveHelper:
         self._id = next(HookRemoveHelper._ids)
 
     def remove(self) -> None:
+        """Unregister the hook."""
         changes.count += 1
         self._hooks.pop(self._id, None)
 
@@ -126,6 +127,8 @@ class Layer:
 
     # ------------------------------------------------------------------ call
     def forward(self, *inputs, **kwargs):
+        """The layer's computation; calling the layer runs it between its forward pre- and
+        post-hooks (subclasses define it)."""
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *inputs, **kwargs):
@@ -328,9 +331,12 @@ class Layer:
             yield from layer.named_sublayers(path, include_self=True, layers_set=seen)
 
     def sublayers(self, include_self: bool = False) -> list[Layer]:
+        """All sublayers, recursively (each once), with this layer first when
+        ``include_self``."""
         return [layer for _, layer in self.named_sublayers(include_self=include_self)]
 
     def named_children(self) -> Iterator[tuple[str, Layer]]:
+        """(name, layer) pairs of the direct sublayers."""
         seen = set()
         for name, layer in self._sub_layers.items():
             if layer is not None and id(layer) not in seen:
@@ -338,6 +344,7 @@ class Layer:
                 yield name, layer
 
     def children(self) -> Iterator[Layer]:
+        """The direct sublayers."""
         for _, layer in self.named_children():
             yield layer
 
@@ -357,12 +364,17 @@ class Layer:
         yield from self._named_members("_parameters", prefix, include_sublayers)
 
     def parameters(self, include_sublayers: bool = True) -> list:
+        """The parameters of this layer and (``include_sublayers``) its sublayers; a shared
+        one appears once."""
         return [p for _, p in self.named_parameters(include_sublayers=include_sublayers)]
 
     def named_buffers(self, prefix: str = "", include_sublayers: bool = True):
+        """(dotted name, buffer) pairs: running statistics and other state that is not
+        trained."""
         yield from self._named_members("_buffers", prefix, include_sublayers)
 
     def buffers(self, include_sublayers: bool = True) -> list:
+        """The buffers of this layer and (``include_sublayers``) its sublayers."""
         return [b for _, b in self.named_buffers(include_sublayers=include_sublayers)]
 
     def apply(self, fn: Callable[[Layer], None]) -> Layer:
@@ -384,6 +396,7 @@ class Layer:
         return self.train(False)
 
     def clear_gradients(self) -> None:
+        """Drop the gradients of all parameters."""
         for p in self.parameters():
             if isinstance(p, Tensor):
                 p.clear_gradient()

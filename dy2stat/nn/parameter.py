@@ -26,6 +26,7 @@ class Parameter(Tensor):
 
     @property
     def trainable(self) -> bool:
+        """Whether the optimizer updates it (``not stop_gradient``; settable)."""
         return not self.stop_gradient
 
     @trainable.setter
@@ -34,6 +35,7 @@ class Parameter(Tensor):
 
     @property
     def persistable(self) -> bool:
+        """Always True: a parameter is saved with the model."""
         return True
 
     def __repr__(self) -> str:

@@ -313,6 +313,7 @@ class TransformerEncoder(Layer):
         return output if cache is None else (output, new_caches)
 
     def gen_cache(self, src):
+        """One empty self-attention cache per layer, for the batch of ``src``."""
         return [layer.gen_cache(src) for layer in self.layers]
 
 

@@ -54,6 +54,7 @@ class LRScheduler:
         self._notify()
 
     def get_lr(self) -> float:
+        """The learning rate for ``last_epoch`` (subclasses define it)."""
         raise NotImplementedError(f"{type(self).__name__} must define get_lr()")
 
     # ------------------------------------------------------------ state
@@ -62,6 +63,7 @@ class LRScheduler:
         return {"last_epoch": self.last_epoch, "last_lr": self.last_lr}
 
     def set_state_dict(self, state: dict) -> None:
+        """Restore the state ``state_dict`` gave (``set_dict`` is the same)."""
         for key in ("last_epoch", "last_lr"):
             if key not in state:
                 raise KeyError(f"{type(self).__name__}.set_state_dict: missing {key!r}")

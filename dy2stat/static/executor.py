@@ -39,6 +39,10 @@ class Executor:
 
     def run(self, program: Program | None = None, feed: dict | None = None,
             fetch_list=None, scope=None, return_numpy: bool = True):
+        """Run ``program`` (default: the default main program) with the ``feed`` values
+        (name -> array) and return the values of ``fetch_list`` (variables or names), as
+        NumPy arrays unless ``return_numpy=False``. Parameters come from the layers that
+        made them or from ``scope``."""
         if self._gpu is None:
             return self._run(program, feed, fetch_list, scope, return_numpy)
         with self.xp.cuda.Device(self._gpu):
@@ -66,6 +70,7 @@ class Executor:
         return [to_host(o) if return_numpy else o for o in outs]
 
     def close(self) -> None:
+        """Nothing to release (kept for Paddle's API)."""
         pass
 
     def _on_device(self, array):

@@ -24,10 +24,12 @@ defaults = _Defaults()
 
 
 def default_main_program() -> Program:
+    """The program that ops append to in static mode (outside ``program_guard``)."""
     return defaults.main
 
 
 def default_startup_program() -> Program:
+    """The program that initializes the default main program's parameters."""
     return defaults.startup
 
 
@@ -78,10 +80,12 @@ def enable_static() -> None:
 
 
 def disable_static() -> None:
+    """Back to eager (dynamic graph) mode: ops run at once."""
     state.static = False
 
 
 def in_static_mode() -> bool:
+    """Whether ops append to a static program (after ``enable_static``)."""
     return state.static
 
 

@@ -22,6 +22,7 @@ class InputSpec:
 
     @classmethod
     def from_tensor(cls, tensor, name: str | None = None) -> InputSpec:
+        """The spec of ``tensor``'s shape and dtype."""
         return cls(tensor.shape, tensor.dtype, name)
 
     def matches(self, shape, dtype) -> str | None:

@@ -26,26 +26,32 @@ class Variable:
 
     @property
     def desc(self) -> Var:
+        """The variable's description in its block (name, shape, dtype, flags)."""
         return self.block.var(self.name)
 
     @property
     def shape(self) -> list:
+        """The dims, a list of ints; -1 for a size known only when the program runs."""
         return list(self.desc.shape)
 
     @property
     def dtype(self):
+        """The NumPy dtype of the elements."""
         return self.desc.dtype
 
     @property
     def ndim(self) -> int:
+        """The number of dims."""
         return len(self.desc.shape)
 
     @property
     def persistable(self) -> bool:
+        """Whether the value outlives a run (parameters and buffers)."""
         return self.desc.persistable
 
     @property
     def stop_gradient(self) -> bool:
+        """Whether gradients stop here (settable)."""
         return self.desc.stop_gradient
 
     @stop_gradient.setter
@@ -65,6 +71,8 @@ class Variable:
     __int__ = __index__ = __float__
 
     def numpy(self):
+        """An error: a static value has none until the program runs (fetch it with
+        ``Executor.run``)."""
         raise TypeError(
             f"a static Variable ({self.name}) has no value; fetch it with Executor.run"
         )

@@ -1,4 +1,5 @@
-"""``dy2stat.vision``: datasets (MNIST from local IDX files), transforms and models."""
+"""``dy2stat.vision``: datasets (MNIST from local IDX files), transforms and models
+(LeNet, ResNet, MobileNetV2)."""
 
 from dy2stat.vision import datasets, models, transforms
 from dy2stat.vision.models import LeNet

@@ -122,6 +122,31 @@ defop(
 )
 
 
+def _range_kernel(xp, start, end, step, dtype="int64"):
+    start, end, step = (to_host(v).item() for v in (start, end, step))
+    return _arange_kernel(xp, start, end, step, dtype)
+
+
+def _range_infer(start, end, step, dtype="int64"):
+    for name, bound in (("Start", start), ("End", end), ("Step", step)):
+        if bound.shape not in ((), (1,), (-1,)):
+            raise ValueError(f"range: {name} must hold one number, got shape "
+                             f"{shapes.fmt(bound.shape)}")
+    return Meta((-1,), dtypes.as_dtype(dtype, where="range"))
+
+
+defop(
+    "range",
+    inputs=("Start", "End", "Step"),
+    attrs={"dtype": "int64"},
+    attr_types={"dtype": DTYPE},
+    kernel=_range_kernel,
+    infer=_range_infer,
+    no_grad=("Start", "End", "Step"),
+    doc="arange() whose bounds are only known when the program runs (one-number tensors).",
+)
+
+
 def _linspace_infer(start=0.0, stop=None, num=None, dtype="float32"):
     _required("linspace", stop=stop, num=num)
     if num < 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from dy2stat.kernels import select
+from dy2stat.kernels.backend import to_host
 from dy2stat.runtime import dtypes, shapes
 from dy2stat.runtime.ops.math import unbroadcast
 from dy2stat.runtime.registry import AXES, INT, NONE, Meta, defop, int_at_least, ints
@@ -50,6 +51,32 @@ defop(
     kernel=lambda xp, x, shape: x.reshape(_reshape_target(x.shape, shape)),
     infer=lambda x, shape: Meta(shapes.reshape(x.shape, shape, "reshape"), x.dtype),
     grad=_reshape_like_grad,
+)
+
+
+def _reshape_shaped_kernel(xp, x, shape, static_shape=()):
+    dims = tuple(int(d) for d in to_host(shape).reshape(-1))
+    return x.reshape(_reshape_target(x.shape, dims))
+
+
+def _reshape_shaped_infer(x, shape, static_shape=()):
+    if len(shape.shape) != 1 or shape.shape[0] not in (-1, len(static_shape)):
+        raise ValueError(f"reshape_shaped: Shape must be 1-D with {len(static_shape)} dims, "
+                         f"got {fmt(shape.shape)}")
+    return Meta(shapes.reshape(x.shape, static_shape, "reshape"), x.dtype)
+
+
+defop(
+    "reshape_shaped",
+    inputs=("X", "Shape"),
+    attrs={"static_shape": []},
+    attr_types={"static_shape": ints(-1)},
+    kernel=_reshape_shaped_kernel,
+    infer=_reshape_shaped_infer,
+    grad=lambda e, ins, outs, douts, attrs, need: [e("reshape_like", douts[0], ins[0]), None],
+    no_grad=("Shape",),
+    doc="reshape() to a shape of which several dims are only known when the program runs "
+        "(a 1-D int64 tensor; -1 and 0 as in reshape).",
 )
 
 

@@ -23,6 +23,13 @@ CASES = [
                                           "to_static(Linear): hooked == doubled input: True",
                                           "converted: hooked == doubled input: True"]),
     ("rnn_dynamic_loop.py", ["--quick"], ["match eager", "(1 trace)", "while"]),
+    ("transformer.py", ["--quick"], ["trained 10 steps", "decoding stopped after",
+                                     "converted decoding gives the eager tokens and scores: True",
+                                     "while ops: 1 (greedy), 2 (beam search"]),
+    ("ernie.py", ["--quick"], ["pretraining, 8 steps", "fine-tuned classifier accuracy"]),
+    ("seq2seq_attention.py", ["--quick"], ["trained 8 steps",
+                                           "converted decoding gives the eager tokens: True"]),
+    ("bilstm_classifier.py", ["--quick"], ["trained 8 steps", "1 trace", "accuracy"]),
 ]
 
 

@@ -176,6 +176,13 @@ CASES = [
     Api(d2s.outer, [randn(3), randn(4)], np.outer),
     Api(lambda x: x.permute(1, 0, 2).view([4, -1]).t(), [randn(3, 4, 2)],
         lambda x: x.transpose(1, 0, 2).reshape(4, -1).T, name="permute-view-t"),
+    # bounds that are tensors (in static and converted runs known only when they run)
+    Api(lambda x: x * d2s.arange(d2s.shape(x)[0]).astype(x.dtype).unsqueeze(1), [randn(3, 2)],
+        lambda x: x * np.arange(3)[:, None], name="arange-run-time-end"),
+    Api(lambda x: x.sum() + d2s.arange(0.5, d2s.shape(x)[0], 0.5).sum(), [randn(3, 2)],
+        lambda x: x.sum() + np.arange(0.5, 3, 0.5).sum(), name="arange-run-time-float"),
+    Api(lambda x: x.reshape([d2s.shape(x)[0], 2, -1]), [randn(3, 4)],
+        lambda x: x.reshape(3, 2, -1), name="reshape-two-run-time-dims"),
     Api(F.one_hot, [ints(0, 4, 3)], lambda x: np.eye(4)[x], {"num_classes": 4}, grad=False),
     Api(F.sequence_mask, [np.array([2, 0, 3])], lambda x: (np.arange(4) < x[:, None]),
         {"maxlen": 4, "dtype": "bool"}, grad=False),

@@ -71,3 +71,13 @@ CASES.append(Case("full_shaped", [np.array([2, 3])], {"static_shape": [-1, 3], "
                   ref=lambda shape, static_shape, value: np.full(tuple(shape), value,
                                                                  "float32"),
                   grad=False))
+CASES += [
+    Case("range", [np.array(0), np.array(5), np.array(1)], {},
+         ref=lambda start, end, step: np.arange(5), grad=False),
+    Case("range", [np.array(1.0, "float32"), np.array(2.0, "float32"),
+                   np.array(0.25, "float32")], {"dtype": "float32"},
+         ref=lambda start, end, step, dtype: np.arange(1, 2, 0.25, np.float32), grad=False,
+         name="float"),
+    Case("range", [np.array([5]), np.array([0]), np.array([-2])], {},
+         ref=lambda start, end, step: np.arange(5, 0, -2), grad=False, name="negative"),
+]

@@ -22,10 +22,14 @@ def _cast(x, dtype):
 
 
 def softmax(x, axis: int = -1, dtype=None):
+    """``exp(x) / sum(exp(x))`` along ``axis`` (computed without overflow), after casting to
+    ``dtype`` when given."""
     return apply("softmax", _cast(x, dtype), axis=int(axis))
 
 
 def log_softmax(x, axis: int = -1, dtype=None):
+    """``log(softmax(x))`` along ``axis``, computed stably, after casting to ``dtype`` when
+    given."""
     return apply("log_softmax", _cast(x, dtype), axis=int(axis))
 
 

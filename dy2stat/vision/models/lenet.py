@@ -1,4 +1,4 @@
-"""Reference models: ``LeNet`` (Paddle's ``vision.models.LeNet``)."""
+"""LeNet-5 (Paddle's ``vision.models.LeNet``)."""
 
 from __future__ import annotations
 
