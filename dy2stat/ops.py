@@ -354,6 +354,11 @@ def expand(x, shape):
 broadcast_to = expand
 
 
+def expand_as(x, y):
+    """``x`` broadcast to the shape of ``y``."""
+    return apply("expand_as", x, y)
+
+
 def tile(x, repeat_times):
     """``x`` repeated ``repeat_times[i]`` times along each dim ``i``."""
     return apply("tile", x, repeat_times=[int(r) for r in repeat_times])

@@ -58,8 +58,13 @@ def with_layer_hooks(function: StaticFunction, layer: Layer) -> StaticFunction:
 _MISSING = object()
 
 
-def save(layer_or_function, path: str, input_spec=None) -> None:
-    """Write ``{path}.json`` (the inference program) and ``{path}.safetensors``."""
+def save(layer_or_function, path: str, input_spec=None, output_spec=None) -> None:
+    """Write ``{path}.json`` (the inference program) and ``{path}.safetensors``.
+
+    ``output_spec`` keeps only some outputs (the program is pruned to them): each item
+    is an output's position in the flattened outputs, its variable name, or a Variable
+    of ``concrete_program.outputs``.
+    """
     function = static_function_of(layer_or_function, input_spec)
     layer = layer_or_function if isinstance(layer_or_function, Layer) else None
     if layer is not None:
@@ -72,8 +77,29 @@ def save(layer_or_function, path: str, input_spec=None) -> None:
     finally:
         if layer is not None and was_training:
             layer.train()
-    write(path, concrete.main_program, concrete.feed_names, concrete.fetch_names,
-          concrete.runner.captured)
+    fetches = _chosen_outputs(concrete.fetch_names, output_spec)
+    write(path, concrete.main_program, concrete.feed_names, fetches, concrete.runner.captured)
+
+
+def _chosen_outputs(fetch_names: list, output_spec) -> list:
+    if output_spec is None:
+        return fetch_names
+    if not isinstance(output_spec, (list, tuple)) or not output_spec:
+        raise TypeError("jit.save: output_spec must be a non-empty list of outputs "
+                        "(positions, names or Variables)")
+    chosen = []
+    for item in output_spec:
+        name = getattr(item, "name", item)
+        if isinstance(item, int) and not isinstance(item, bool):
+            if not -len(fetch_names) <= item < len(fetch_names):
+                raise IndexError(f"jit.save: output_spec position {item} is out of range "
+                                 f"(the function has {len(fetch_names)} tensor outputs)")
+            name = fetch_names[item]
+        elif name not in fetch_names:
+            raise ValueError(f"jit.save: output_spec names {name!r}, which is not an output "
+                             f"(the outputs are {fetch_names})")
+        chosen.append(name)
+    return chosen
 
 
 def write(path: str, program, feed_names, fetch_names, captured: dict) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dy2stat import ops
 from dy2stat.nn import functional as F
 from dy2stat.nn.layer import Layer
-from dy2stat.nn.resize import resize
 
 
 class Linear(Layer):
@@ -102,8 +101,8 @@ class Upsample(Layer):
                  align_corners: bool = False, align_mode: int = 0, data_format: str = "NCHW",
                  name: str | None = None):
         super().__init__(name)
-        if data_format != "NCHW":
-            raise ValueError(f"Upsample: only data_format='NCHW' is supported, "
+        if data_format not in ("NCHW", "NHWC"):
+            raise ValueError(f"Upsample: data_format must be 'NCHW' or 'NHWC', "
                              f"got {data_format!r}")
         if mode not in ("nearest", "bilinear"):
             raise NotImplementedError(f"Upsample: mode must be 'nearest' or 'bilinear', "
@@ -112,10 +111,11 @@ class Upsample(Layer):
             raise ValueError("Upsample: give exactly one of size and scale_factor")
         self.size, self.scale_factor, self.mode = size, scale_factor, mode
         self.align_corners, self.align_mode = bool(align_corners), int(align_mode)
+        self.data_format = data_format
 
     def forward(self, x):
-        return resize(x, self.size, self.scale_factor, self.mode, self.align_corners,
-                      self.align_mode)
+        return F.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+                             self.align_mode, self.data_format)
 
     def extra_repr(self) -> str:
         what = f"size={self.size}" if self.size is not None else \

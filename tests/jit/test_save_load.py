@@ -216,3 +216,28 @@ def test_errors_about_a_feed_quote_its_name_in_a_few_hundred_characters(tmp_path
     with pytest.raises(ValueError) as info:
         loaded(d2s.randn([2, 7]))
     assert len(str(info.value)) < 600 and "1,000,000 characters" in str(info.value)
+
+
+def test_output_spec_keeps_only_the_chosen_outputs(tmp_path):
+    @jit.to_static(input_spec=[InputSpec([None, 3], "float32")])
+    def two(x):
+        return x * 2, (x + 1).sum(axis=1)
+
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    for spec, want in (([1], [x.sum(1) + 3]), ([0], [x * 2]), ([-1, 0], [x.sum(1) + 3, x * 2])):
+        path = str(tmp_path / f"two{len(want)}{spec[0]}")
+        jit.save(two, path, output_spec=spec)
+        loaded = jit.load(path)
+        outs = loaded(x)
+        outs = outs if isinstance(outs, list) else [outs]
+        assert len(outs) == len(want)
+        for got, expected in zip(outs, want):
+            np.testing.assert_allclose(got.numpy(), expected, rtol=1e-6)
+    concrete = two.concrete_program
+    path = str(tmp_path / "by_variable")
+    jit.save(two, path, output_spec=[concrete.outputs[1]])
+    assert jit.load(path).fetch_names == [concrete.outputs[1].name]
+    with pytest.raises(IndexError, match="out of range"):
+        jit.save(two, path, output_spec=[2])
+    with pytest.raises(ValueError, match="not an output"):
+        jit.save(two, path, output_spec=["nothing"])

@@ -308,9 +308,10 @@ def test_upsample_bilinear(align_corners, align_mode, out):
     x = randn(2, 3, 3, 4)
     layer = nn.Upsample(size=out, mode="bilinear", align_corners=align_corners,
                         align_mode=align_mode)
+    # the sampling positions are computed in float32, as Paddle's kernels do
     np.testing.assert_allclose(layer(tensor(x)).numpy(),
-                               bilinear_ref(x, out, align_corners, align_mode), rtol=1e-10,
-                               atol=1e-12)
+                               bilinear_ref(x, out, align_corners, align_mode), rtol=1e-5,
+                               atol=1e-6)
 
 
 def test_upsample_gradients_conversion_and_errors():
