@@ -136,6 +136,7 @@ def binary(op_type: str):
                     pass  # apply() explains the failure
         return apply(op_type, x, y)
 
+    run.__name__ = run.__qualname__ = op_type  # what docs and reprs call it
     return run
 
 
@@ -155,6 +156,7 @@ def unary(op_type: str):
             return Tensor(kernel(np, x._data))
         return apply(op_type, x)
 
+    run.__name__ = run.__qualname__ = op_type  # what docs and reprs call it
     return run
 
 
