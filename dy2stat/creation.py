@@ -22,7 +22,12 @@ def to_tensor(data, dtype=None, stop_gradient: bool = True, place=None) -> Tenso
     unless ``dtype`` is given. The result lives on ``place`` when given;
     otherwise a CuPy array (or a GPU tensor) stays on its GPU and anything
     else goes to the current device. The data is always copied.
+
+    In a program being built (converted code) a static value -- or a list holding
+    static values -- becomes a copy of it in the program (an ``assign``, a ``stack``).
     """
+    if _holds_static(data):
+        return _static_tensor(data, dtype, stop_gradient)
     if isinstance(data, Tensor):
         array = data._data
     elif isinstance(data, np.ndarray) or (
@@ -46,6 +51,27 @@ def to_tensor(data, dtype=None, stop_gradient: bool = True, place=None) -> Tenso
     if array is getattr(data, "_data", data):
         array = _copy(array)
     return Tensor(array, stop_gradient=stop_gradient)
+
+
+def _holds_static(data) -> bool:
+    if getattr(data, "is_static", False):
+        return True
+    return isinstance(data, (list, tuple)) and any(_holds_static(v) for v in data)
+
+
+def _static_tensor(data, dtype, stop_gradient):
+    """``to_tensor`` of static data: ``assign`` of a Variable, ``stack`` of a list."""
+    if getattr(data, "is_static", False):
+        out = apply("assign", data)
+    else:
+        parts = [v if getattr(v, "is_static", False) or isinstance(v, (list, tuple))
+                 else to_tensor(v) for v in data]
+        out = ops.stack([_static_tensor(v, None, True) if isinstance(v, (list, tuple)) else v
+                         for v in parts])
+    if dtype is not None:
+        out = apply("cast", out, dtype=_name_of(dtype))
+    out.stop_gradient = bool(stop_gradient)  # True (the default) cuts the gradient, as eagerly
+    return out
 
 
 def _dtype_name(dtype) -> str:

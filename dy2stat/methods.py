@@ -10,7 +10,8 @@ import numpy as np
 
 from dy2stat import autograd, ops
 from dy2stat.dispatch import apply, binary, unary
-from dy2stat.runtime import dtypes
+from dy2stat.mode import state
+from dy2stat.runtime import dtypes, shapes
 from dy2stat.runtime.ops.indexing import encode_index
 from dy2stat.tensor import Tensor
 
@@ -90,15 +91,25 @@ def _t(self):
 
 
 def _value(name):
-    """``Tensor.item``/``tolist``; on a static value, an error saying why it cannot be."""
+    """``Tensor.item``/``tolist``. In converted code a static value stands for its
+    value: ``x.item()`` is the one element as a 0-D tensor, ``x.tolist()`` the tensor
+    (so arithmetic and comparisons on them stay in the program); in a program built by
+    hand they are an error."""
     eager = getattr(Tensor, name)  # (taken before install puts this method in its place)
 
     def method(self):
         if self.is_static:
-            raise TypeError(
-                f"{name}() needs the tensor's value, which a static program has only when "
-                f"it runs ({self.name}); keep the computation in tensors, or leave this "
-                "code unconverted (d2s.jit.not_to_static)")
+            if state.recorder is None:
+                raise TypeError(
+                    f"{name}() needs the tensor's value, which a static program has only "
+                    f"when it runs ({self.name}); fetch it with Executor.run")
+            if name == "tolist":
+                return self
+            size = shapes.numel(self.shape)
+            if size not in (1, -1):
+                raise ValueError(f"item(): only a tensor with one element converts to a "
+                                 f"Python scalar, got shape {list(self.shape)}")
+            return ops.reshape(self, [])
         return eager(self)
 
     method.__name__, method.__doc__ = name, eager.__doc__
@@ -136,8 +147,8 @@ SURFACE = {
     "__rsub__": _binary("subtract", True),
     "__mul__": _binary("multiply"),
     "__rmul__": _binary("multiply", True),
-    "__truediv__": _binary("divide"),
-    "__rtruediv__": _binary("divide", True),
+    "__truediv__": lambda self, other: ops.divide(self, other),
+    "__rtruediv__": lambda self, other: ops.divide(other, self),
     "__floordiv__": _binary("floor_divide"),
     "__rfloordiv__": _binary("floor_divide", True),
     "__mod__": _binary("remainder"),

@@ -7,6 +7,7 @@ import math as _math
 
 import numpy as _np
 
+from dy2stat import default_dtype as _default_dtype
 from dy2stat.dispatch import apply, binary, unary
 from dy2stat.runtime.ops.linalg import normalize_equation as _normalize_equation
 from dy2stat.runtime.registry import OPS as _OPS
@@ -29,8 +30,27 @@ multiply = binary("multiply")
 multiply.__doc__ = "``x * y``, elementwise, broadcasting."
 
 
-divide = binary("divide")
-divide.__doc__ = "``x / y``, elementwise, broadcasting (true division)."
+_true_divide = binary("divide")
+
+
+def divide(x, y):
+    """``x / y``, elementwise, broadcasting: true division, so integer (and bool) tensors
+    divide as the default float dtype (``7 / 2`` is 3.5), as in Paddle."""
+    if _integral(x) and _integral(y):
+        dtype = _default_dtype.get_default_dtype()
+        if type(x) in (int, bool):
+            y = apply("cast", y, dtype=dtype)
+        else:
+            x = apply("cast", x, dtype=dtype)
+    return _true_divide(x, y)
+
+
+def _integral(value) -> bool:
+    if type(value) in (int, bool):
+        return True
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and _np.dtype(dtype).kind in "iub"
+
 
 
 floor_divide = binary("floor_divide")

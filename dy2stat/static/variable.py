@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dy2stat.mode import state
 from dy2stat.runtime import build
 from dy2stat.runtime.ir import Block, Var
+from dy2stat.runtime.registry import OPS
 
 
 class VariableBoolError(TypeError):
@@ -12,6 +14,16 @@ class VariableBoolError(TypeError):
     def __init__(self, message: str, name: str) -> None:
         super().__init__(message)
         self.name = name  # the Variable's
+
+
+def _numpy_call_error(call: str, name: str, variable: str) -> str:
+    """What to say when NumPy is called on a static value."""
+    op = {"true_divide": "divide", "absolute": "abs", "negative": "neg", "power": "pow",
+          "amax": "max", "amin": "min"}.get(name, name)
+    instead = (f"use d2s.{op} instead" if op in OPS else
+               "use the d2s operation that does it instead")
+    return (f"{call} cannot compute a static Variable ({variable}): NumPy needs values, which "
+            f"a program has only when it runs; {instead}")
 
 
 class Variable:
@@ -66,16 +78,34 @@ class Variable:
         )
 
     def __float__(self):
-        raise TypeError(f"a static Variable ({self.name}) has no value until the program runs")
+        raise TypeError(
+            f"a static Variable ({self.name}) is used where Python needs its value (a Python "
+            "number, a list index, a range bound): it has none until the program runs. Keep "
+            "the computation in tensors (d2s ops, a tensor index), or leave this code "
+            "unconverted (d2s.jit.not_to_static)")
 
     __int__ = __index__ = __float__
 
     def numpy(self):
-        """An error: a static value has none until the program runs (fetch it with
-        ``Executor.run``)."""
+        """In converted code: the value itself (``x.numpy() > 0`` stays a tensor
+        comparison, as the eager code's NumPy value would compare). In a static program
+        built by hand: an error (fetch the value with ``Executor.run``)."""
+        if state.recorder is not None:
+            return self
         raise TypeError(
             f"a static Variable ({self.name}) has no value; fetch it with Executor.run"
         )
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(
+            f"a static Variable ({self.name}) cannot become a NumPy array: it has no value "
+            "until the program runs; use d2s operations on it")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        raise TypeError(_numpy_call_error(f"np.{ufunc.__name__}", ufunc.__name__, self.name))
+
+    def __array_function__(self, func, types, args, kwargs):
+        raise TypeError(_numpy_call_error(f"np.{func.__name__}", func.__name__, self.name))
 
     def read(self) -> Variable:
         """This value as an op reads it: itself. (A value that a loop may have left

@@ -281,12 +281,14 @@ def test_pow_by_a_python_float_keeps_its_precision_in_the_gradient():
 
 
 def item_of_a_sum(x):
-    return x.sum().item()
+    return x.sum().item() * 2
 
 
-def test_item_in_converted_code_says_why_it_cannot_work():
-    with pytest.raises(TypeError, match=r"item\(\) needs the tensor's value"):
-        jit.to_static(item_of_a_sum)(d2s.ones([2]))
+def test_item_in_converted_code_stands_for_the_value():
+    x = d2s.to_tensor(np.array([1.0, 2.5], "float32"))
+    assert item_of_a_sum(x) == 7.0
+    converted = jit.to_static(item_of_a_sum)(x)
+    assert converted.shape == [] and float(converted) == 7.0
 
 
 def test_view_of_a_dtype_says_to_use_astype():

@@ -211,7 +211,7 @@ def test_a_variable_has_no_value_while_building():
         v = d2s.static.data("v", [2])
         with pytest.raises(TypeError, match="fetch it with Executor.run"):
             v.numpy()
-        with pytest.raises(TypeError, match="no value until the program runs"):
+        with pytest.raises(TypeError, match="none until the program runs"):
             float(v)
 
 
