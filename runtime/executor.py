@@ -1,6 +1,8 @@
 """The executor: a program compiled once into a plan, then run many times.
 
-``compile(program, feed_names, fetch_names, xp)`` turns every block into one
+``compile(program, feed_names, fetch_names, xp)`` rewrites the program with
+the plan passes (``passes.optimize``: dead code, constant folding, common
+subexpressions, loop invariants), then turns every block into one
 straight-line Python function (generated source, kept as ``Plan.source``; see
 ``codegen``): the ops in order, each a direct call of its kernel with its
 attrs bound, values in local slots released right after their last use,
@@ -24,7 +26,7 @@ import weakref
 
 import numpy
 
-from dy2stat.runtime import codegen, shapes
+from dy2stat.runtime import codegen, passes, shapes
 from dy2stat.runtime.codegen import Function, Module
 from dy2stat.runtime.ir import Program
 
@@ -81,8 +83,9 @@ class Plan:
     """A program compiled for one set of feeds and fetches; ``run`` it many times."""
 
     def __init__(self, program: Program, feed_names, fetch_names, persistables: list[str],
-                 mod: Module, fn: Function, source: str):
+                 mod: Module, fn: Function, source: str, compiled: Program):
         self._program = weakref.ref(program)
+        self.compiled = compiled  # the program the plan runs: ``program`` optimized
         self.feed_names, self.fetch_names = tuple(feed_names), tuple(fetch_names)
         self.persistables = tuple(persistables)  # read from the scope on every run
         self.xp = xp = mod.xp
@@ -100,9 +103,9 @@ class Plan:
             self._fn_here = mod.run_here(fn.name)
         self._filename, self._line_ops = mod.filename, mod.line_ops
         self._feed_set = frozenset(self.feed_names)
-        block = program.global_block()
+        block = compiled.global_block()
         self._feed_specs = []
-        carries = _carry_names(program)
+        carries = _carry_names(compiled)
         for name in self.feed_names:
             var = block.vars[name]
             if name in carries:  # a while loop's saved iterations: a Python list, fed as is
@@ -214,9 +217,10 @@ def _carry_names(program: Program) -> set:
 
 
 def compile(program: Program, feed_names, fetch_names, xp=numpy,  # noqa: A001
-            overlap: bool | None = None) -> Plan:
+            overlap: bool | None = None, optimize: bool = True) -> Plan:
     """Compile ``program`` for these feeds and fetches into a ``Plan``; ``overlap``
-    (default: the ``inter_op_parallelism`` flag) lets it use the worker thread."""
+    (default: the ``inter_op_parallelism`` flag) lets it use the worker thread;
+    ``optimize`` runs the plan passes first (``passes.optimize``)."""
     feed_names, fetch_names = list(feed_names), list(fetch_names)
     block = program.global_block()
     for name in feed_names:
@@ -225,6 +229,10 @@ def compile(program: Program, feed_names, fetch_names, xp=numpy,  # noqa: A001
     for name in fetch_names:
         if block.find_var(name) is None:
             raise ValueError(f"fetch {name!r}: the program has no variable named {name!r}")
+    source_program = program
+    if optimize and _nested_properly(program):  # else code generation says what is wrong
+        program = passes.optimize(program, fetch_names)
+        block = program.global_block()
     mod = Module(program, xp)
     fn = Function(mod, "block_0", list(block.ops), [block], feed_names, fetch_names,
                   overlap_ops=xp is numpy and (codegen.overlap.enabled if overlap is None
@@ -245,9 +253,31 @@ def compile(program: Program, feed_names, fetch_names, xp=numpy,  # noqa: A001
     code = builtins.compile(source, mod.filename, "exec")
     exec(code, mod.ns)  # our own generated text: see the module docstring
     linecache.cache[mod.filename] = (len(source), None, source.splitlines(True), mod.filename)
-    plan = Plan(program, feed_names, fetch_names, persistables, mod, fn, source)
+    plan = Plan(source_program, feed_names, fetch_names, persistables, mod, fn, source, program)
     weakref.finalize(plan, linecache.cache.pop, mod.filename, None)
     return plan
+
+
+def _nested_properly(program: Program) -> bool:
+    """Whether every sub-block an op names exists and no block contains itself."""
+    n = len(program.blocks)
+    children = {}
+    for block in program.blocks:
+        subs = [idx for op in block.ops for idx in op.sub_blocks()]
+        if not all(isinstance(idx, int) and 0 < idx < n for idx in subs):
+            return False
+        children[block.idx] = subs
+    state = dict.fromkeys(range(n), 0)  # 0 new, 1 on the path, 2 done
+
+    def acyclic(idx) -> bool:
+        state[idx] = 1
+        for child in children[idx]:
+            if state[child] == 1 or (state[child] == 0 and not acyclic(child)):
+                return False
+        state[idx] = 2
+        return True
+
+    return acyclic(0)
 
 
 class Executor:

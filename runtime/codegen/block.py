@@ -20,7 +20,7 @@ import itertools
 import types
 from collections import defaultdict
 
-from dy2stat.runtime.codegen import buffers, calls, control_flow, worker
+from dy2stat.runtime.codegen import buffers, calls, constants, control_flow, host_scalars, worker
 from dy2stat.runtime.codegen.control_flow import targets, tuple_text
 from dy2stat.runtime.ir import Block, Operator, Program, Var
 from dy2stat.runtime.ops.control_flow import CONTROL_FLOW
@@ -32,7 +32,8 @@ __all__ = ["Function", "Module"]
 class _Value:
     """One definition of a name inside one generated function (SSA)."""
 
-    __slots__ = ("name", "var", "param", "fresh", "buffers", "first_use", "last_use", "slot")
+    __slots__ = ("name", "var", "param", "fresh", "buffers", "first_use", "last_use", "slot",
+                 "const", "ref", "host")
 
     def __init__(self, name: str, var: Var | None, param: bool):
         self.name, self.var, self.param = name, var, param
@@ -41,11 +42,19 @@ class _Value:
         self.first_use = -1  # the first op reading it; len(ops) when only returned
         self.last_use = -1  # the last op reading it; len(ops) when returned
         self.slot = -1
+        self.const = None  # a plan constant's array (see ``constants``)
+        self.ref = ""  # how code reads it: its slot ``v<n>``, or a constant's name
+        self.host = False  # a Python int or bool (a loop counter, see ``host_scalars``)
+
+    @property
+    def one_element(self) -> bool:
+        """Known to hold exactly one element (a predicate read without checks)."""
+        return self.host or (self.var is not None and all(d == 1 for d in self.var.shape))
 
 
 class _Step:
     __slots__ = ("index", "number", "op", "opdef", "attrs", "ins", "outs", "reads", "subs",
-                 "join")
+                 "join", "constant", "counters")
 
     def __init__(self, index, number, op, opdef, attrs):
         self.index, self.op, self.opdef, self.attrs = index, op, opdef, attrs
@@ -55,6 +64,8 @@ class _Step:
         self.outs: list[list[_Value]] = []
         self.reads: list[_Value] = []
         self.subs: list[tuple[Function, list[_Value]]] = []  # sub-functions and their free args
+        self.constant = False  # computed when the plan compiled: no code
+        self.counters: set[int] = set()  # a while's carried values kept Python ints
 
 
 class Module:
@@ -70,6 +81,7 @@ class Module:
         self._names = itertools.count()
         self._buffers = itertools.count()
         self.scope_buffers: set[int] = set()  # buffers the scope holds: never written
+        self.const_buffers: set[int] = set()  # plan constants' buffers: never written either
         self.compiling: set[int] = set()  # blocks being compiled (to refuse cycles)
         self.filename = f"<dy2stat plan {next(self._ids)}>"
 
@@ -112,19 +124,23 @@ class Function:
 
     Its parameters are ``args`` (bound positionally by the caller) followed by
     ``free``: the outer names it reads, which the caller passes from its own
-    values. It returns the values named by ``outs`` (a tuple, or one value
-    when ``single``).
+    values (plan constants excepted: read from the namespace). It returns the
+    values named by ``outs`` (a tuple, or one value when ``single``).
+    ``outer`` is the function whose block encloses this one; ``host`` names
+    the ``args`` that are Python ints (loop counters).
     """
 
     def __init__(self, mod: Module, base: str, ops: list[Operator], blocks: list[Block],
                  args: list[str], outs: list[str], single: bool = False,
-                 overlap_ops: bool = False):
-        self.mod, self.blocks, self.single = mod, blocks, single
+                 overlap_ops: bool = False, outer: Function | None = None, host=()):
+        self.mod, self.blocks, self.single, self.outer = mod, blocks, single, outer
         self.name = mod.function_name(base)
         mod.ns[self.name] = None  # reserve the name
         self.env: dict[str, _Value] = {}
         self.values: list[_Value] = []
         self.params = [self._define(n, param=True) for n in args]
+        for v in self.params:
+            v.host = v.name in host
         self.free: list[str] = []
         order = worker.heavy_ops_early(ops) if overlap_ops else range(len(ops))
         entered = [b.idx for b in blocks if b.idx not in mod.compiling]
@@ -163,10 +179,38 @@ class Function:
     def _read(self, name: str) -> _Value:
         value = self.env.get(name)
         if value is None:
+            outer = self.outer._peek(name) if self.outer is not None else None
+            if outer is not None and outer.const is not None:
+                value = self._define(name)  # a plan constant: read from the namespace
+                value.const, value.ref, value.buffers = outer.const, outer.ref, outer.buffers
+                return value
             value = self._define(name, param=True)
             self.params.append(value)
             self.free.append(name)
         return value
+
+    def _peek(self, name: str) -> _Value | None:
+        """The value ``name`` has here (or in an enclosing function), defining nothing."""
+        value = self.env.get(name)
+        if value is None and self.outer is not None:
+            return self.outer._peek(name)
+        return value
+
+    def _constant_in(self, block: Block, name: str):
+        """The compile-time value of ``name`` read in ``block`` (this function's or a
+        sub-block about to be compiled), or None."""
+        if block is not self.blocks[0]:
+            for op in block.ops:
+                if name in op.output_names():
+                    if op.input_names():
+                        return None
+                    values = constants.evaluate_step(self.mod.xp, op, block.vars.get,
+                                                     lambda n: None)
+                    return None if values is None else values[name]
+            if name in block.vars:
+                return None  # an argument of the block
+        value = self._peek(name)
+        return None if value is None else value.const
 
     def _step(self, index: int, number: int, op: Operator) -> _Step:
         opdef = get_op(op.type)
@@ -183,15 +227,38 @@ class Function:
             step.ins.append(group)
             step.reads += group
         if op.type in CONTROL_FLOW:
-            for fn in self._sub_functions(where, op, attrs):
+            if op.type == "while":
+                step.counters = host_scalars.loop_counters(self.mod.program, op,
+                                                           self._constant_in)
+            for fn in self._sub_functions(where, op, attrs, step.counters):
                 free_args = [self._read(n) for n in fn.free]
                 step.subs.append((fn, free_args))
                 step.reads += free_args
         for slot in opdef.outputs:
             step.outs.append([self._define(n) for n in op.outputs.get(slot.name, [])])
+        if op.type not in CONTROL_FLOW:
+            self._evaluate(step)
         return step
 
-    def _sub_functions(self, where: str, op: Operator, attrs: dict) -> list[Function]:
+    def _evaluate(self, step: _Step) -> None:
+        """Make ``step``'s outputs plan constants when they are (see ``constants``),
+        or mark its result a Python value when it reads a loop counter."""
+        mod = self.mod
+        if step.op.type in host_scalars.HOST_OPS and any(v.host for v in step.reads):
+            step.outs[0][0].host = True  # a counter's comparison or step
+            return
+        values = constants.evaluate_step(mod.xp, step.op, self.lookup,
+                                         lambda n: self.env[n].const)
+        if values is None:
+            return
+        step.constant = True
+        for v in _flat(step.outs):
+            v.const = values[v.name]
+            v.ref = mod.const(v.const)
+            v.buffers = frozenset([mod.buffer()])
+            mod.const_buffers |= v.buffers
+
+    def _sub_functions(self, where: str, op: Operator, attrs: dict, counters) -> list[Function]:
         mod, blocks = self.mod, self.mod.program.blocks
 
         def block(key):
@@ -202,10 +269,10 @@ class Function:
                 raise ValueError(f"{where}: {key} {idx} contains this op (a cycle of blocks)")
             return blocks[idx]
 
-        def sub(key, args, outs, single=False, ops=None, extra=()):
+        def sub(key, args, outs, single=False, ops=None, extra=(), host=()):
             b = block(key)
             fn = Function(mod, f"block_{b.idx}", list(b.ops) if ops is None else ops,
-                           [b, *extra], list(args), list(outs), single)
+                          [b, *extra], list(args), list(outs), single, outer=self, host=host)
             fn.emit()
             return fn
 
@@ -225,8 +292,10 @@ class Function:
             if bad:
                 raise ValueError(f"{where}: {n} carried values (X) but {bad}")
             saved = list(attrs.get("saved", [])) if op.outputs.get("Carries") else []
-            return [sub("cond_block", attrs["cond_args"], [attrs["cond_out"]], single=True),
-                    sub("body_block", attrs["body_args"], list(attrs["body_outs"]) + saved)]
+            return [sub("cond_block", attrs["cond_args"], [attrs["cond_out"]], single=True,
+                        host={attrs["cond_args"][k] for k in counters}),
+                    sub("body_block", attrs["body_args"], list(attrs["body_outs"]) + saved,
+                        host={attrs["body_args"][k] for k in counters})]
         # while_grad: the body (recomputed from a saved carry), then its gradient block.
         body, grad = block("body_block"), block("grad_block")
         n_grads = len(op.inputs.get("DOut", []))
@@ -252,14 +321,14 @@ class Function:
         mod = self.mod
         holders: dict[int, list[_Value]] = defaultdict(list)
         for k, v in enumerate(self.params):
-            v.slot = k
+            v.slot, v.ref = k, f"v{k}"
             v.buffers = frozenset([mod.buffer()])
             holders[next(iter(v.buffers))].append(v)
             if v.name in persistable_params:
                 mod.scope_buffers |= v.buffers
         self.n_slots = len(self.params)
         free_slots: list[int] = []
-        args = ", ".join(["S"] + [f"v{v.slot}" for v in self.params])
+        args = ", ".join(["S"] + [v.ref for v in self.params])
         lines = [(f"def {self.name}({args}):", None)]
         self.releases: list[list[str]] = []
         self.in_place: list[int] = []
@@ -269,8 +338,8 @@ class Function:
         lines += self._joins(len(self.steps))
         results = []
         for v in self.results:
-            text = f"v{v.slot}"
-            if copy_scope_results and v.buffers & mod.scope_buffers:
+            text = v.ref
+            if copy_scope_results and v.buffers & (mod.scope_buffers | mod.const_buffers):
                 text += ".copy()"  # the caller must not be able to change the scope
             results.append(text)
         if self.single:
@@ -283,7 +352,7 @@ class Function:
         """Lines that wait for the worker's ops whose results op ``index`` reads."""
         lines = []
         for step in self.joins.get(index, ()):
-            outs = ", ".join(f"v{v.slot}" for v in _flat(step.outs))
+            outs = ", ".join(v.ref for v in _flat(step.outs))
             lines.append((f"    {outs} = _f{step.index}.result()", self._describe(step)))
             lines.append((f"    del _f{step.index}", None))
         return lines
@@ -296,7 +365,13 @@ class Function:
 
     def _emit_step(self, step: _Step, holders, free_slots: list[int]) -> list:
         i, op, mod = step.index, step.op, self.mod
-        dying = list({id(v): v for v in step.reads if v.last_use == i}.values())
+        dying = list({id(v): v for v in step.reads
+                      if v.last_use == i and v.const is None}.values())
+        code = [(f"    # {step.number}: {_comment(op)}", None)]
+        if step.constant:
+            self.releases.append([v.name for v in _flat(step.outs) if v.last_use < 0])
+            names = ", ".join(v.ref for v in _flat(step.outs))
+            return code + [(f"    # (a plan constant: {names})", None)]
         target = buffers.in_place_target(mod, step, holders)
         # Slots for the outputs. A while loop reads its inputs again after
         # assigning its outputs, so it only takes slots that hold nothing.
@@ -312,27 +387,28 @@ class Function:
                     v.slot = free_slots.pop()
                 else:
                     v.slot, self.n_slots = self.n_slots, self.n_slots + 1
+                v.ref = f"v{v.slot}"
                 taken.add(v.slot)
         buffers.track_buffers(mod, step, target, holders)
         desc = self._describe(step)
-        code = [(f"    # {step.number}: {_comment(op)}", None)]
         code += [(line, desc) for line in self._code(step, target)]
         released, dels = [], []
         for v in _flat(step.outs):
             if v.var is not None and v.var.persistable:
-                code.append((f"    S[{mod.const(v.name, 'n')}] = v{v.slot}", desc))
+                value = f"{v.ref}.copy()" if v.buffers & mod.const_buffers else v.ref
+                code.append((f"    S[{mod.const(v.name, 'n')}] = {value}", desc))
                 mod.scope_buffers |= v.buffers
             if v.last_use < 0:  # never read: released right away
                 v.last_use = i
                 released.append(v.name)
-                dels.append(f"v{v.slot}")
+                dels.append(v.ref)
                 free_slots.append(v.slot)
         for v in dying:
             released.append(v.name)
             if v.slot in taken:
                 continue  # rebinding the slot to an output released it
             if not v.param:  # parameters are held by the caller: dropping them frees nothing
-                dels.append(f"v{v.slot}")
+                dels.append(v.ref)
             free_slots.append(v.slot)
         if dels:
             code.append((f"    del {', '.join(dels)}", None))
@@ -341,24 +417,38 @@ class Function:
             self.in_place.append(step.number)
         return code
 
+    def _predicate(self, v: _Value) -> str:
+        """A cond/while predicate: read as is when it holds one element, else checked."""
+        return v.ref if v.one_element else f"_pred({v.ref})"
+
     def _code(self, step: _Step, target) -> list[str]:
         op, opdef, mod, t = step.op, step.opdef, self.mod, step.op.type
-        ins = [[f"v{v.slot}" for v in group] for group in step.ins]
-        outs = [[f"v{v.slot}" for v in group] for group in step.outs]
-        out_kw = f", out=v{target.slot}" if target is not None else ""
+        ins = [[v.ref for v in group] for group in step.ins]
+        outs = [[v.ref for v in group] for group in step.outs]
+        out_kw = f", out={target.ref}" if target is not None else ""
         if t == "cond":
             (fn_t, free_t), (fn_f, free_f) = step.subs
-            call_t = f"{fn_t.name}({', '.join(['S'] + [f'v{v.slot}' for v in free_t])})"
-            call_f = f"{fn_f.name}({', '.join(['S'] + [f'v{v.slot}' for v in free_f])})"
-            return control_flow.cond_lines(f"_pred({ins[0][0]})", outs[0], call_t, call_f)
+            call_t = f"{fn_t.name}({', '.join(['S'] + [v.ref for v in free_t])})"
+            call_f = f"{fn_f.name}({', '.join(['S'] + [v.ref for v in free_f])})"
+            return control_flow.cond_lines(self._predicate(step.ins[0][0]), outs[0], call_t,
+                                           call_f)
         if t == "while":
             (fn_c, free_c), (fn_b, free_b) = step.subs
             carried = outs[0]
-            cond = f"{fn_c.name}({', '.join(['S', *carried] + [f'v{v.slot}' for v in free_c])})"
-            body = f"{fn_b.name}({', '.join(['S', *carried] + [f'v{v.slot}' for v in free_b])})"
+            cond = f"{fn_c.name}({', '.join(['S', *carried] + [v.ref for v in free_c])})"
+            body = f"{fn_b.name}({', '.join(['S', *carried] + [v.ref for v in free_b])})"
             stack = outs[1][0] if outs[1] else None
-            return control_flow.while_lines(step.index, op, ins[0], carried, stack,
-                                            f"_pred({cond})", body)
+            initial = list(ins[0])
+            for k in step.counters:  # a Python int for the whole loop
+                initial[k] = mod.const(int(step.ins[0][k].const))
+            predicate = cond if fn_c.results[0].one_element else f"_pred({cond})"
+            lines = control_flow.while_lines(step.index, op, initial, carried, stack,
+                                             predicate, body)
+            for k in sorted(step.counters):  # an array again once the loop ends
+                v = step.outs[0][k]
+                if v.last_use >= 0:
+                    lines.append(f"    {v.ref} = xp.asarray({v.ref}, dtype=xp.int64)")
+            return lines
         if t == "while_grad":
             ((fn, free),) = step.subs
             sources = control_flow.dinput_sources(op, self.lookup)
@@ -369,8 +459,10 @@ class Function:
                 "while_grad_")
             inputs = tuple_text([ins[1][k] for k in sources])
             call = ", ".join(["S", ins[0][0], inputs, tuple_text(ins[2])]
-                             + [f"v{v.slot}" for v in free])
+                             + [v.ref for v in free])
             return [f"    {targets(outs[0] + outs[1])}{runner}({call})"]
+        if step.outs and step.outs[0] and step.outs[0][0].host:
+            return [f"    {outs[0][0]} = {self._host_expression(step)}"]
         fast = None if step.join >= 0 else calls.fast_call(mod, step, ins, out_kw)
         if fast is not None:
             return [f"    {outs[0][0]} = {fast}"]
@@ -394,6 +486,13 @@ class Function:
         if all(x == "_" for x in lhs):
             return [f"    {call}"]
         return [f"    {', '.join(lhs)} = {call}"]
+
+    def _host_expression(self, step: _Step) -> str:
+        """A loop counter's comparison or step, on Python ints."""
+        sign = host_scalars.COMPARE.get(step.op.type) or host_scalars.STEP[step.op.type]
+        x, y = (v.ref if v.const is None else self.mod.const(int(v.const))
+                for v in (step.ins[0][0], step.ins[1][0]))
+        return f"{x} {sign} {y}"
 
 
 def _flat(groups):

@@ -2,8 +2,11 @@
 
 Ops whose kernel is exactly one array-module function (``BINARY``,
 ``UNARY``, ``relu``, ``matmul`` on small ranks) are called directly
-(``fast_call``); every other op calls its kernel with the attrs it does not
-already default to bound once (``bind``).
+(``fast_call``), and so are NumPy's reductions (``sum``, ``mean``, ``max``,
+``min`` as ``add.reduce`` and the like: what ``np.sum`` calls after its
+Python wrapper, so the same bits; a full reduction then gives a NumPy scalar,
+as a ufunc on 0-d arrays does). Every other op calls its kernel with the
+attrs it does not already default to bound once (``bind``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import copy
 import functools
 import inspect
 import math
+
+import numpy
 
 __all__ = ["BINARY", "UNARY", "bind", "fast_call"]
 
@@ -30,6 +35,14 @@ UNARY = {
     "floor": "floor", "ceil": "ceil", "neg": "negative", "abs": "absolute", "sign": "sign",
     "logical_not": "logical_not", "bitwise_not": "invert",
 }
+
+
+# Reductions run as the ufunc's reduce; mean divides the sum by the count as np.mean does.
+REDUCE = {"sum": "add", "mean": "add", "max": "maximum", "min": "minimum"}
+# np.mean divides by the count in float64 and rounds to the input's dtype, which
+# equals dividing in that dtype (an innocuous double rounding) while the count is
+# exact in it.
+_EXACT_COUNT = {numpy.dtype("float32"): 2 ** 24, numpy.dtype("float64"): 2 ** 53}
 
 
 def fast_call(mod, step, ins, out_kw) -> str | None:
@@ -58,7 +71,36 @@ def fast_call(mod, step, ins, out_kw) -> str | None:
             a = f"{ins[0][0]}.T" if tx else ins[0][0]
             b = f"{ins[1][0]}.T" if ty else ins[1][0]
             return f"{mod.ufunc('dot')}({a}, {b})"
+    if t in REDUCE and mod.xp is numpy:
+        return _reduce_call(mod, step, ins[0][0])
     return None
+
+
+def _reduce_call(mod, step, x: str) -> str | None:
+    """``sum``/``mean``/``max``/``min`` as one ufunc reduce (and a division for mean)."""
+    var, out = step.ins[0][0].var, step.outs[0][0].var
+    if var is None or out is None or (var.dtype != out.dtype and step.op.type != "sum"):
+        return None
+    axis, keepdim = step.attrs["axis"], step.attrs["keepdim"]
+    ndim = len(var.shape)
+    if axis is None:
+        axes = tuple(range(ndim))
+    else:
+        axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
+        if ndim == 0 or not all(isinstance(a, int) and -ndim <= a < ndim for a in axes):
+            return None  # the kernel's own rules (and errors)
+        axes = tuple(a % ndim for a in axes)
+    ufunc = mod.ufunc(REDUCE[step.op.type])
+    call = f"{ufunc}.reduce({x}, {mod.const(None if axis is None else axes)}, None, None, " \
+           f"{bool(keepdim)})"
+    if step.op.type != "mean":
+        return call
+    count = 1
+    for a in axes:
+        count *= max(var.shape[a], 0)
+    if var.dtype not in _EXACT_COUNT or not 0 < count <= _EXACT_COUNT[var.dtype]:
+        return None  # unknown dims, float16, empty: np.mean's own path
+    return f"{mod.ufunc('true_divide')}({call}, {count})"
 
 
 def _same(a, b) -> bool:
