@@ -26,7 +26,7 @@ import weakref
 
 import numpy
 
-from dy2stat.runtime import codegen, passes, shapes
+from dy2stat.runtime import codegen, lower, passes, shapes
 from dy2stat.runtime.codegen import Function, Module
 from dy2stat.runtime.ir import Program
 
@@ -114,6 +114,10 @@ class Plan:
             known = tuple((i, d) for i, d in enumerate(var.shape) if d >= 0)
             self._feed_specs.append((name, var.dtype, len(var.shape), known, var.shape))
         self._ndarray = xp.ndarray
+        self.tier = None  # how it goes native (``lower.tier``), when it can
+        self._until_native = 0  # calls left before the native build starts (0: never)
+        self.native_source = ""  # the native form's generated code, once swapped in
+        self.native_regions: list[str] = []  # the compiled regions' modules
         names = self.persistables
         if not names:
             self._load = None
@@ -128,6 +132,11 @@ class Plan:
 
     def run(self, feeds: dict, scope: Scope | dict) -> list:
         """Run with ``feeds`` (name -> array); read and write persistables in ``scope``."""
+        if self._until_native:
+            self._until_native -= 1
+            if self._until_native <= 0:
+                self._until_native = 0
+                self.tier.start(self)
         if feeds.keys() != self._feed_set:
             self._feed_mismatch(feeds)
         args = []
@@ -166,6 +175,31 @@ class Plan:
         except Exception as exc:
             self._annotate(exc)
             raise
+
+    def _swap_native(self, mod: Module, fn: Function, source: str, regions: list) -> None:
+        """Run the native form from the next call on (the same values, another code)."""
+        fn_here = mod.run_here(fn.name) if self._uses_worker else None
+        self.native_source, self.native_regions = source, regions
+        self._filename, self._line_ops = mod.filename, mod.line_ops
+        if fn_here is not None:
+            self._fn_here = fn_here
+        self._fn = mod.ns[fn.name]
+
+    @property
+    def native(self) -> bool:
+        """Whether the native form runs (see ``lower.tier``)."""
+        return self.tier is not None and self.tier.state == "native"
+
+    def wait_native(self, timeout: float | None = None) -> bool:
+        """Start the native build now if it has not started, wait for it; whether the
+        plan now runs natively."""
+        if self.tier is None:
+            return False
+        if self.tier.state == "interpreted":
+            self._until_native = 0
+            self.tier.start(self)
+        self.tier.ready.wait(timeout)
+        return self.native
 
     def _as_array(self, name, value, dtype):
         if isinstance(value, (bool, int, float)):  # a Python scalar takes the var's dtype
@@ -217,10 +251,12 @@ def _carry_names(program: Program) -> set:
 
 
 def compile(program: Program, feed_names, fetch_names, xp=numpy,  # noqa: A001
-            overlap: bool | None = None, optimize: bool = True) -> Plan:
+            overlap: bool | None = None, optimize: bool = True, native: bool | None = None) -> Plan:
     """Compile ``program`` for these feeds and fetches into a ``Plan``; ``overlap``
     (default: the ``inter_op_parallelism`` flag) lets it use the worker thread;
-    ``optimize`` runs the plan passes first (``passes.optimize``)."""
+    ``optimize`` runs the plan passes first (``passes.optimize``); ``native``
+    (default: the ``native_tier`` flag) lets the plan go native once called
+    often (``lower.tier``)."""
     feed_names, fetch_names = list(feed_names), list(fetch_names)
     block = program.global_block()
     for name in feed_names:
@@ -232,11 +268,21 @@ def compile(program: Program, feed_names, fetch_names, xp=numpy,  # noqa: A001
     source_program = program
     if optimize and _nested_properly(program):  # else code generation says what is wrong
         program = passes.optimize(program, fetch_names)
-        block = program.global_block()
-    mod = Module(program, xp)
+    overlap_ops = xp is numpy and (codegen.overlap.enabled if overlap is None else overlap)
+    mod, fn, persistables, source = _generate(program, feed_names, fetch_names, xp, overlap_ops)
+    plan = Plan(source_program, feed_names, fetch_names, persistables, mod, fn, source, program)
+    weakref.finalize(plan, linecache.cache.pop, mod.filename, None)
+    if (lower.settings.active if native is None else native) and xp is numpy:
+        _attach_tier(plan, program, feed_names, fetch_names, overlap_ops)
+    return plan
+
+
+def _generate(program: Program, feed_names, fetch_names, xp, overlap_ops: bool, lowering=None):
+    """The generated module of a plan: ``(module, block 0's function, persistables, source)``."""
+    block = program.global_block()
+    mod = Module(program, xp, lowering)
     fn = Function(mod, "block_0", list(block.ops), [block], feed_names, fetch_names,
-                  overlap_ops=xp is numpy and (codegen.overlap.enabled if overlap is None
-                                               else overlap))
+                  overlap_ops=overlap_ops)
     persistables = []
     for name in fn.free:
         var = block.find_var(name)
@@ -253,9 +299,31 @@ def compile(program: Program, feed_names, fetch_names, xp=numpy,  # noqa: A001
     code = builtins.compile(source, mod.filename, "exec")
     exec(code, mod.ns)  # our own generated text: see the module docstring
     linecache.cache[mod.filename] = (len(source), None, source.splitlines(True), mod.filename)
-    plan = Plan(source_program, feed_names, fetch_names, persistables, mod, fn, source, program)
-    weakref.finalize(plan, linecache.cache.pop, mod.filename, None)
-    return plan
+    return mod, fn, persistables, source
+
+
+def _attach_tier(plan: Plan, program: Program, feed_names, fetch_names, overlap_ops) -> None:
+    """Let ``plan`` go native once called often, when some region of it lowers."""
+    lowering = lower.Lowering("cpu", relaxed=lower.settings.relaxed)
+    if not any(lower.regions.spans(program, b.ops, b.find_var, lowering)
+               for b in program.blocks):
+        return
+    key = "\n".join([str(program), repr(feed_names), repr(fetch_names), repr(lowering),
+                     repr(overlap_ops)])
+    cache_root = lower.tier.cache_root()
+
+    def build():
+        native = lower.NativeLowering(lowering, cache_root)
+        mod, fn, persistables, source = _generate(program, feed_names, fetch_names, numpy,
+                                                  overlap_ops, native)
+        if not native.compiled or persistables != list(plan.persistables) or bool(
+                fn.joins) != plan._uses_worker:
+            return None
+        weakref.finalize(plan, linecache.cache.pop, mod.filename, None)
+        return mod, fn, source, native.sources
+
+    plan.tier = lower.Tier(key, build)
+    plan._until_native = plan.tier.calls_before_native()
 
 
 def _nested_properly(program: Program) -> bool:

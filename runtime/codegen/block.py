@@ -23,7 +23,7 @@ from collections import defaultdict
 from dy2stat.runtime.codegen import buffers, calls, constants, control_flow, host_scalars, worker
 from dy2stat.runtime.codegen.control_flow import targets, tuple_text
 from dy2stat.runtime.ir import Block, Operator, Program, Var
-from dy2stat.runtime.ops.control_flow import CONTROL_FLOW
+from dy2stat.runtime.ops.control_flow import CONTROL_FLOW, attr_names
 from dy2stat.runtime.registry import get_op
 
 __all__ = ["Function", "Module"]
@@ -54,7 +54,7 @@ class _Value:
 
 class _Step:
     __slots__ = ("index", "number", "op", "opdef", "attrs", "ins", "outs", "reads", "subs",
-                 "join", "constant", "counters")
+                 "join", "constant", "counters", "native")
 
     def __init__(self, index, number, op, opdef, attrs):
         self.index, self.op, self.opdef, self.attrs = index, op, opdef, attrs
@@ -66,6 +66,7 @@ class _Step:
         self.subs: list[tuple[Function, list[_Value]]] = []  # sub-functions and their free args
         self.constant = False  # computed when the plan compiled: no code
         self.counters: set[int] = set()  # a while's carried values kept Python ints
+        self.native = None  # a region's compiled code: (namespace name, constant names)
 
 
 class Module:
@@ -73,8 +74,9 @@ class Module:
 
     _ids = itertools.count()
 
-    def __init__(self, program: Program, xp):
+    def __init__(self, program: Program, xp, lowering=None):
         self.program, self.xp = program, xp
+        self.lowering = lowering  # lowers regions to native code (``runtime.lower``), or None
         self.ns: dict = {"xp": xp, "_pred": control_flow.pred}
         self.functions: list[list[str]] = []
         self.line_ops: dict[int, str] = {}  # line number -> the op it runs
@@ -132,8 +134,10 @@ class Function:
 
     def __init__(self, mod: Module, base: str, ops: list[Operator], blocks: list[Block],
                  args: list[str], outs: list[str], single: bool = False,
-                 overlap_ops: bool = False, outer: Function | None = None, host=()):
+                 overlap_ops: bool = False, outer: Function | None = None, host=(),
+                 lowers: bool = True):
         self.mod, self.blocks, self.single, self.outer = mod, blocks, single, outer
+        self.lowers = lowers  # forms native regions (not inside a region's own code)
         self.name = mod.function_name(base)
         mod.ns[self.name] = None  # reserve the name
         self.env: dict[str, _Value] = {}
@@ -142,10 +146,10 @@ class Function:
         for v in self.params:
             v.host = v.name in host
         self.free: list[str] = []
-        order = worker.heavy_ops_early(ops) if overlap_ops else range(len(ops))
+        order = worker.heavy_ops_early(ops) if overlap_ops else list(range(len(ops)))
         entered = [b.idx for b in blocks if b.idx not in mod.compiling]
         mod.compiling.update(entered)
-        self.steps = [self._step(i, k, ops[k]) for i, k in enumerate(order)]
+        self.steps = self._steps(ops, order, outs)
         mod.compiling.difference_update(entered)
         self.results = [self._read(n) for n in outs]
         for step in self.steps:
@@ -185,6 +189,7 @@ class Function:
                 value.const, value.ref, value.buffers = outer.const, outer.ref, outer.buffers
                 return value
             value = self._define(name, param=True)
+            value.host = outer is not None and outer.host
             self.params.append(value)
             self.free.append(name)
         return value
@@ -211,6 +216,54 @@ class Function:
                 return None  # an argument of the block
         value = self._peek(name)
         return None if value is None else value.const
+
+    def _steps(self, ops: list[Operator], order: list[int], outs) -> list[_Step]:
+        """The steps running ``ops`` in ``order``: one per op, or one per region
+        when the module lowers regions to native code."""
+        lowering = self.mod.lowering if self.lowers else None
+        ordered = [ops[k] for k in order]
+        spans = dict(lowering.spans(self.mod.program, ordered, self.lookup)) if lowering else {}
+        needed = _needed_after(self.mod.program, ordered, outs) if spans else []
+        steps, p = [], 0
+        while p < len(ordered):
+            stop = spans.get(p)
+            if stop is None:
+                steps.append(self._step(len(steps), order[p], ordered[p]))
+                p += 1
+            else:
+                steps.append(self._region_step(len(steps), order[p:stop], ordered[p:stop],
+                                               needed[stop]))
+                p = stop
+        return steps
+
+    def _region_step(self, index: int, numbers, ops, needed: set) -> _Step:
+        """One step computing a region of ``ops``: native code, with the ops'
+        interpreted code as its own function for arguments the native code was
+        not compiled for (a view, another dtype)."""
+        mod = self.mod
+        outs = [n for n in dict.fromkeys(n for op in ops for n in op.output_names())
+                if n in needed]
+        fallback = Function(mod, "region", ops, self.blocks, [], outs, outer=self, lowers=False)
+        fallback.emit(fresh_results=True)
+        op = Operator(buffers.REGION, {"X": list(fallback.free)}, {"Out": outs}, {},
+                      origin=ops[0].origin)
+        step = _Step(index, numbers[0], op, None, {})
+        free_args = [self._read(n) for n in fallback.free]
+        step.subs.append((fallback, free_args))
+        step.reads += free_args
+        step.ins.append(free_args)
+        step.outs.append([self._define(n) for n in outs])
+        params = [(v.name, v.var, v.host) for v in free_args]
+
+        def constant_of(name):
+            value = fallback._peek(name)
+            return None if value is None else value.const
+
+        compiled = mod.lowering.compile(mod.program, ops, self.lookup, params, outs, constant_of)
+        if compiled is not None:
+            dispatcher, arrays = compiled
+            step.native = (mod.const(dispatcher, "native_"), [mod.const(a) for a in arrays])
+        return step
 
     def _step(self, index: int, number: int, op: Operator) -> _Step:
         opdef = get_op(op.type)
@@ -272,7 +325,8 @@ class Function:
         def sub(key, args, outs, single=False, ops=None, extra=(), host=()):
             b = block(key)
             fn = Function(mod, f"block_{b.idx}", list(b.ops) if ops is None else ops,
-                          [b, *extra], list(args), list(outs), single, outer=self, host=host)
+                          [b, *extra], list(args), list(outs), single, outer=self, host=host,
+                          lowers=self.lowers)
             fn.emit()
             return fn
 
@@ -316,8 +370,11 @@ class Function:
 
     # -------------------------------------------------------------- codegen
 
-    def emit(self, persistable_params=(), copy_scope_results=False) -> None:
-        """Generate the function's source (after the caller has classified ``free``)."""
+    def emit(self, persistable_params=(), copy_scope_results=False,
+             fresh_results=False) -> None:
+        """Generate the function's source (after the caller has classified ``free``):
+        results sharing the scope's buffers are copies with ``copy_scope_results``,
+        results not allocated here are copies with ``fresh_results``."""
         mod = self.mod
         holders: dict[int, list[_Value]] = defaultdict(list)
         for k, v in enumerate(self.params):
@@ -341,12 +398,16 @@ class Function:
             text = v.ref
             if copy_scope_results and v.buffers & (mod.scope_buffers | mod.const_buffers):
                 text += ".copy()"  # the caller must not be able to change the scope
+            elif fresh_results and not v.fresh and not v.host:
+                text += ".copy()"  # a region's outputs are new arrays, as its native code's
             results.append(text)
         if self.single:
             lines.append((f"    return {results[0]}", None))
         else:
             lines.append((f"    return {tuple_text(results)}", None))
         mod.functions.append(lines)
+        # What the caller's values may share with the plan's constants.
+        self.result_buffers = frozenset().union(*(v.buffers for v in self.results))
 
     def _joins(self, index: int) -> list:
         """Lines that wait for the worker's ops whose results op ``index`` reads."""
@@ -426,6 +487,18 @@ class Function:
         ins = [[v.ref for v in group] for group in step.ins]
         outs = [[v.ref for v in group] for group in step.outs]
         out_kw = f", out={target.ref}" if target is not None else ""
+        if t == buffers.REGION:
+            ((fn, free),) = step.subs
+            lhs = targets(outs[0])
+            fallback = f"{lhs}{fn.name}({', '.join(['S'] + [v.ref for v in free])})"
+            if step.native is None:
+                return [f"    {fallback}"]
+            name, constants = step.native
+            args = [v.ref if v.host or (v.var is not None and v.var.shape) else f"{v.ref}[()]"
+                    for v in free] + constants
+            return ["    try:", f"        {lhs}{name}({', '.join(args)})",
+                    "    except TypeError:  # an argument the native code was not compiled for",
+                    f"        {fallback}"]
         if t == "cond":
             (fn_t, free_t), (fn_f, free_f) = step.subs
             call_t = f"{fn_t.name}({', '.join(['S'] + [v.ref for v in free_t])})"
@@ -497,6 +570,29 @@ class Function:
 
 def _flat(groups):
     return [v for group in groups for v in group]
+
+
+def _needed_after(program: Program, ops: list[Operator], outs) -> list[set]:
+    """For each position p of ``ops``, the names read at or after it (sub-blocks
+    and control-flow attrs included) or returned."""
+    needed = [set(outs)]
+    for op in reversed(ops):
+        names = set(needed[-1]) | set(op.input_names()) | attr_names(op)
+        for idx in op.sub_blocks():
+            names |= {n for inner in program.blocks[idx].ops
+                      for n in inner.input_names()} | _reads_below(program, idx)
+        needed.append(names)
+    return needed[::-1]
+
+
+def _reads_below(program: Program, idx: int) -> set:
+    names = set()
+    for op in program.blocks[idx].ops:
+        names.update(op.input_names())
+        names |= attr_names(op)
+        for sub in op.sub_blocks():
+            names |= _reads_below(program, sub)
+    return names
 
 
 def _comment(op: Operator) -> str:

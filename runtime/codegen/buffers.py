@@ -13,15 +13,18 @@ from __future__ import annotations
 from dy2stat.runtime.codegen.calls import BINARY, UNARY
 from dy2stat.runtime.codegen.worker import OVERLAPPABLE
 
-__all__ = ["ALLOCATING", "IN_PLACE", "in_place_target", "keeps_shape", "track_buffers"]
+__all__ = ["ALLOCATING", "IN_PLACE", "REGION", "in_place_target", "keeps_shape",
+           "track_buffers"]
 
 # Ops that may write their result into their first input (``out=``).
 IN_PLACE = frozenset(BINARY) | frozenset(UNARY) | {"relu"}
+# The step of a native region (``runtime.lower``): its outputs are new arrays.
+REGION = "native_region"
 # Ops whose output is always a new buffer that nothing else references (a
 # whitelist: reshape, transpose, getitem, expand, cast, sum_to_like, ... may
 # return views of their input or the input itself).
 ALLOCATING = (IN_PLACE | OVERLAPPABLE
-              | {"matmul", "full", "full_like", "assign", "fused_elementwise"})
+              | {"matmul", "full", "full_like", "assign", "fused_elementwise", REGION})
 
 
 def in_place_target(mod, step, holders):
@@ -54,8 +57,10 @@ def track_buffers(mod, step, target, holders) -> None:
         for v in outs:
             v.fresh = True
             v.buffers = target.buffers if target is not None else frozenset([mod.buffer()])
-    else:  # may be a view of (or hold) any input
+    else:  # may be a view of (or hold) any input, or a constant a sub-function returns
         union = frozenset().union(*(v.buffers for v in step.reads))
+        for fn, _ in step.subs:
+            union |= fn.result_buffers & mod.const_buffers
         for v in outs:
             v.buffers = union
     for v in outs:
