@@ -320,6 +320,7 @@ def _attach_tier(plan: Plan, program: Program, feed_names, fetch_names, overlap_
                 fn.joins) != plan._uses_worker:
             return None
         weakref.finalize(plan, linecache.cache.pop, mod.filename, None)
+        plan.tier.loaded = native.loaded
         return mod, fn, source, native.sources
 
     plan.tier = lower.Tier(key, build)

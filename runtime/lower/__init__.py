@@ -34,6 +34,7 @@ class NativeLowering:
         self.cache_root = cache_root
         self.sources: list[str] = []  # the compiled regions' modules, for reading
         self.compiled = 0
+        self.loaded = 0  # of which loaded from the disk cache (compiled by an earlier process)
 
     def spans(self, program, ops, var_of) -> list[tuple]:
         return regions.spans(program, ops, var_of, self.lowering)
@@ -52,4 +53,5 @@ class NativeLowering:
             return None
         self.sources.append(source.text)
         self.compiled += 1
+        self.loaded += sum(dispatcher.stats.cache_hits.values()) > 0
         return dispatcher, source.const_args

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import itertools
 import os
 import pathlib
+import sys
 import tempfile
 import threading
 import warnings
@@ -82,9 +82,6 @@ def cache_dir(root=None) -> pathlib.Path:
     return root / f"native-{FORMAT}-numba{numba_version()}"
 
 
-_modules = itertools.count()
-
-
 def compile_region(text: str, root=None):
     """The Numba dispatcher of the module ``text``'s ``region`` function (compiled, or
     loaded from the cache under ``root``)."""
@@ -128,10 +125,15 @@ def _write_source(path: pathlib.Path, text: str) -> None:
 
 
 def _compile(path: pathlib.Path):
-    """Import the module at ``path`` afresh and compile (or load) its region."""
+    """Import the module at ``path`` afresh and compile (or load) its region.
+
+    The module is registered under a name made of its content hash: Numba's
+    cached code refers to the module by name when it is loaded again."""
     nb = numba()
-    spec = importlib.util.spec_from_file_location(f"dy2stat_native_{next(_modules)}", path)
+    name = f"dy2stat_native_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     dispatcher = nb.njit(module.SIGNATURE, cache=True, error_model="numpy",
                          nogil=True)(module.region)

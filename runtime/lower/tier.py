@@ -60,6 +60,7 @@ class Tier:
         self.state = "interpreted"  # -> "building" -> "native" or "failed"
         self.ready = threading.Event()
         self.error: BaseException | None = None
+        self.loaded = 0  # regions loaded from the disk cache rather than compiled
 
     def calls_before_native(self) -> int:
         """How many calls run interpreted before the build starts (1: at the first)."""
