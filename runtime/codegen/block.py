@@ -579,8 +579,7 @@ def _needed_after(program: Program, ops: list[Operator], outs) -> list[set]:
     for op in reversed(ops):
         names = set(needed[-1]) | set(op.input_names()) | attr_names(op)
         for idx in op.sub_blocks():
-            names |= {n for inner in program.blocks[idx].ops
-                      for n in inner.input_names()} | _reads_below(program, idx)
+            names |= _reads_below(program, idx)
         needed.append(names)
     return needed[::-1]
 

@@ -21,6 +21,7 @@ of a second), never at import time: ``available()`` only looks for it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -41,7 +42,12 @@ class NativeTierWarning(RuntimeWarning):
 
 
 def available() -> bool:
-    """Whether Numba can be imported (looked for, not imported)."""
+    """Whether Numba can be imported (looked for once, not imported)."""
+    return _found()
+
+
+@functools.cache
+def _found() -> bool:
     try:
         return importlib.util.find_spec("numba") is not None
     except (ImportError, ValueError):
