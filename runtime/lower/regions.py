@@ -46,7 +46,8 @@ def lowerable(program: Program, op: Operator, var_of, lowering: Lowering) -> boo
             return False
     if any(var_of(n).persistable for n in op.output_names()):
         return False
-    if rule.accepts is not None and not rule.accepts(op, var_of, lowering.relaxed):
+    if rule.accepts is not None and not rule.accepts(op, _with_blocks(program, op, var_of),
+                                                     lowering.relaxed):
         return False
     if op.type in CONTROL_FLOW:
         for idx in op.sub_blocks():
@@ -54,6 +55,19 @@ def lowerable(program: Program, op: Operator, var_of, lowering: Lowering) -> boo
             if not all(lowerable(program, inner, block.find_var, lowering) for inner in block.ops):
                 return False
     return True
+
+
+def _with_blocks(program: Program, op: Operator, var_of):
+    """``var_of``, which for a control-flow op also finds the names of its blocks
+    (a rule may ask about a loop's predicate)."""
+    blocks = [program.blocks[idx] for idx in op.sub_blocks()]
+    if not blocks:
+        return var_of
+
+    def lookup(name):
+        return var_of(name) or next((v for b in blocks if (v := b.find_var(name))), None)
+
+    return lookup
 
 
 def spans(program: Program, ops: list[Operator], var_of, lowering: Lowering) -> list[tuple]:

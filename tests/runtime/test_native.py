@@ -110,6 +110,9 @@ def floats():
     outs.append(add(g, "clip", x, min=-0.5, max=0.5))
     outs.append(add(g, "where", add(g, "greater_than", x, y), x, z))
     outs += [add(g, "cast", x, dtype="bool"), add(g, "cast", s, dtype="float64")]
+    outs += [add(g, "assign", x), add(g, "assign", s),  # copies; constants in the region
+             add(g, "add", x, add(g, "arange", start=0, end=5, step=1, dtype="float32")),
+             add(g, "multiply", add(g, "eye", num_rows=5, dtype="float32"), y)]
     wide = add(g, "cast", x, dtype="float64")  # a fused chain in float64
     outs.append(add(g, "relu", add(g, "divide", add(g, "maximum", wide, wide), wide)))
     outs.append(add(g, "sqrt", add(g, "abs", add(g, "multiply", wide, wide))))
