@@ -13,6 +13,12 @@ CuPy, as ``xp``). Ops that write a persistable variable (startup
 initializers, optimizer updates, running statistics) store it into the scope
 as they run.
 
+A plan starts interpreted. When the native tier is on (``lower.tier``), a
+plan with regions that lower is rebuilt, after enough calls and on a
+background thread, with each region one machine-code function
+(``_generate`` with a lowering), and that form is swapped in between two
+calls (``Plan.native``, ``Plan.wait_native``, ``Plan.native_source``).
+
 ``Executor`` keeps one plan per (program, program.version, feed names, fetch
 names) and reuses it for every run.
 """

@@ -130,6 +130,16 @@ def test_float_rules_give_the_interpreted_bits(floats, rows):
 
 
 @needs_numba
+def test_dims_that_do_not_broadcast_are_the_same_error(floats):
+    feeds = {"x": np.ones((3, 5), "float32"), "y": np.ones(5, "float32"),
+             "z": np.ones((2, 1), "float32"), "s": np.array(1.0, "float32")}
+    for plan in (floats.native, floats.interpreted):
+        with pytest.raises(ValueError, match="broadcast") as info:
+            plan.run(feeds, Scope())
+        assert any("of the static program" in note for note in info.value.__notes__)
+
+
+@needs_numba
 def test_one_region_compiles_a_program_of_elementwise_ops(floats):
     (region,) = floats.native.native_regions
     assert "def region(" in region and "for i" in region and "SIGNATURE" in region
@@ -526,3 +536,44 @@ def test_a_loop_that_saves_its_iterations_for_backward_stays_interpreted():
     block = main.global_block()
     assert not regions.lowerable(main, forward[0], block.find_var, regions.Lowering())
     assert Operator  # (the IR is read, not built, here)
+
+
+@needs_numba
+def test_a_converted_layer_trains_as_eager_bit_for_bit_once_native():
+    """The default rules keep eager mode's numbers: a converted Layer whose forward
+    and backward plans went native trains as the eager one does."""
+    class Net(d2s.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.fc = d2s.nn.Linear(8, 8)
+
+        def forward(self, x):
+            h = self.fc(x)
+            return ((h * 0.5 + 1.0).abs() * h - d2s.nn.functional.relu(h)).mean()
+
+    d2s.seed(3)
+    eager, converted = Net(), Net()
+    converted.set_state_dict(eager.state_dict())
+    d2s.jit.to_static(converted)
+    d2s.set_flags({"native_after_calls": 1})
+    x = d2s.to_tensor(RNG.standard_normal((4, 8)).astype("float32"))
+    steps = []
+    for net in (eager, converted):
+        opt = d2s.optimizer.SGD(parameters=net.parameters(), learning_rate=0.1)
+
+        def step(net=net, opt=opt):
+            loss = net(x)
+            loss.backward()
+            opt.step()
+            opt.clear_grad()
+            return loss.numpy()
+
+        steps.append(step)
+    for k in range(5):
+        losses = [step() for step in steps]
+        assert losses[0].tobytes() == losses[1].tobytes(), k
+        if k == 0:
+            plans = list(converted.forward.concrete_program.runner._plans.values())
+            assert all(plan.wait_native(300) for plan in plans)
+    for (name, a), b in zip(eager.state_dict().items(), converted.state_dict().values()):
+        assert a.numpy().tobytes() == b.numpy().tobytes(), name
