@@ -329,7 +329,7 @@ def _attach_tier(plan: Plan, program: Program, feed_names, fetch_names, overlap_
         plan.tier.loaded = native.loaded
         return mod, fn, source, native.sources
 
-    plan.tier = lower.Tier(key, build)
+    plan.tier = lower.Tier(key, build, cache_root)
     plan._until_native = plan.tier.calls_before_native()
 
 

@@ -54,9 +54,9 @@ class Tier:
     """A plan's way to native code: when to build it and how (``build()`` returns
     the new function and what it ran, or None)."""
 
-    def __init__(self, key_text: str, build):
+    def __init__(self, key_text: str, build, root: pathlib.Path):
         self.key = hashlib.sha256(key_text.encode()).hexdigest()[:40]
-        self.build = build
+        self.build, self.root = build, root  # root: the cache directory it uses
         self.state = "interpreted"  # -> "building" -> "native" or "failed"
         self.ready = threading.Event()
         self.error: BaseException | None = None
@@ -64,7 +64,7 @@ class Tier:
 
     def calls_before_native(self) -> int:
         """How many calls run interpreted before the build starts (1: at the first)."""
-        return 1 if _marker(self.key).exists() else max(int(settings.after_calls), 1)
+        return 1 if self._marker().exists() else max(int(settings.after_calls), 1)
 
     def start(self, plan) -> None:
         """Build the native form of ``plan`` on the background thread, then swap it in."""
@@ -77,39 +77,36 @@ class Tier:
     def _run(self, plan) -> None:
         try:
             built = self.build()
+            if built is None:  # no region compiled
+                self.state = "failed"
+                return
+            plan._swap_native(*built)
+            self.state = "native"
+            self._mark()
         except Exception as exc:  # noqa: BLE001 - the plan goes on interpreted
             self.state, self.error = "failed", exc
             warnings.warn(f"dy2stat: the native tier could not build {plan!r} ({type(exc).__name__}"
                           f": {exc}); it stays interpreted", native.NativeTierWarning,
                           stacklevel=1)
-        else:
-            if built is None:
-                self.state = "failed"
-            else:
-                plan._swap_native(*built)
-                self.state = "native"
-                _mark(self.key)
         finally:
             self.ready.set()
+
+    def _marker(self) -> pathlib.Path:
+        """The file saying this plan's native form is in the cache (by content hash)."""
+        return self.root / "plans" / self.key
+
+    def _mark(self) -> None:
+        try:
+            path = self._marker()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        except OSError:
+            pass  # a hint only: the next process compiles after some calls instead
 
 
 def cache_root() -> pathlib.Path:
     """The cache directory in use: the flag ``native_cache_dir``, or the default."""
     return pathlib.Path(settings.cache_dir) if settings.cache_dir else native.default_cache_dir()
-
-
-def _marker(key: str) -> pathlib.Path:
-    """The file saying the plan of content hash ``key`` has native code in the cache."""
-    return cache_root() / "plans" / key
-
-
-def _mark(key: str) -> None:
-    try:
-        path = _marker(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch()
-    except OSError:
-        pass  # a hint only: the next process compiles after some calls instead
 
 
 _jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -132,4 +129,7 @@ def _submit(function, *args) -> None:
 def _work() -> None:
     while True:
         function, args = _jobs.get()
-        function(*args)
+        try:
+            function(*args)
+        except Exception:  # noqa: BLE001, S110 - a job reports its own failure; keep serving
+            pass
