@@ -18,8 +18,9 @@
 3. Guards: a forward reading 20 Layer attributes (and a function reading 20 module
    globals) against the same program traced from constants: what checking that the
    values read while tracing are unchanged costs a cached call.
-Targets: first call under 100 ms for the MNIST model; a cached call adds under 20 us
-over the bare executor; guarding 20 attributes adds at most 2 us per call.
+Targets: first call under 100 ms for the MNIST model; a cached call (cache key, argument
+check, feeds, fetch) adds at most 3 us over the bare plan ("added, stub"); guarding 20
+attributes adds at most 2 us per call.
 """
 
 from __future__ import annotations
@@ -287,9 +288,9 @@ def main():
     for name, t in costs:
         added = t["converted", False] - t["plan", False]
         exact = t["converted", True] - t["plan", True]
-        mark = "ok" if exact < 20 else "MISSED"
+        mark = "ok" if exact <= 3 else "MISSED"
         print(f"{name:30s} {t['converted', False]:10.2f} {t['run_arrays', False]:11.2f} "
-              f"{t['plan', False]:9.2f} {added:8.2f} {exact:12.2f} {'< 20':>7s} {mark}")
+              f"{t['plan', False]:9.2f} {added:8.2f} {exact:12.2f} {'<= 3':>7s} {mark}")
     print("('added, stub': the same calls with Plan.run stubbed out, so kernel timing noise "
           "cannot hide or inflate the overhead)")
     print(f"\n{'guards (us/call added)':30s} {'added':>8s} {'target':>7s}")

@@ -10,7 +10,7 @@ the wrong type, is an error naming it.
 from __future__ import annotations
 
 from dy2stat.kernels import cudnn
-from dy2stat.runtime import batch_split, codegen
+from dy2stat.runtime import batch_split, codegen, lower
 from dy2stat.runtime.passes import layout
 
 __all__ = ["get_flags", "set_flags"]
@@ -48,6 +48,31 @@ _FLAGS = {
         "BLAS runs on one thread: eager mode's numbers either way",
         lambda v: setattr(codegen.overlap, "enabled", v),
     ),
+    "native_tier": (
+        lower.settings.enabled,
+        "compile a plan called often to machine code through Numba, in the background, "
+        "swapping it in when ready (on where Numba imports; plans compiled from then on): "
+        "the interpreted plan's numbers",
+        lambda v: setattr(lower.settings, "enabled", v),
+    ),
+    "native_after_calls": (
+        lower.settings.after_calls,
+        "how many calls of a plan run interpreted before its native build starts",
+        lambda v: setattr(lower.settings, "after_calls", v),
+    ),
+    "native_relaxed": (
+        lower.settings.relaxed,
+        "opt-in: let the native tier also compile exp, log, tanh, sigmoid, pow, small "
+        "matmuls and sums along any axis, which it rounds unlike NumPy (within a few units "
+        "in the last place); plans compiled from then on",
+        lambda v: setattr(lower.settings, "relaxed", v),
+    ),
+    "native_cache_dir": (
+        lower.settings.cache_dir,
+        "where the native tier caches compiled code ('': $DY2STAT_CACHE_DIR, else "
+        "~/.cache/dy2stat or $XDG_CACHE_HOME/dy2stat)",
+        lambda v: setattr(lower.settings, "cache_dir", v),
+    ),
     "use_cudnn": (
         True,
         "run convolution and pooling on the GPU through cuDNN when CuPy exposes it",
@@ -80,6 +105,11 @@ def set_flags(flags: dict) -> None:
             if not (isinstance(value, bool) or (type(value) is int and value in (0, 1))):
                 raise TypeError(f"flag {flag!r} takes True or False, got {value!r}")
             value = bool(value)
+        elif isinstance(default, int):
+            if type(value) is not int or value < 1:
+                raise TypeError(f"flag {flag!r} takes a whole number >= 1, got {value!r}")
+        elif isinstance(default, str) and not isinstance(value, str):
+            raise TypeError(f"flag {flag!r} takes a string, got {value!r}")
         checked[name] = value
     for name, value in checked.items():
         _values[name] = value

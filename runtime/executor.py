@@ -1,6 +1,8 @@
 """The executor: a program compiled once into a plan, then run many times.
 
-``compile(program, feed_names, fetch_names, xp)`` turns every block into one
+``compile(program, feed_names, fetch_names, xp)`` rewrites the program with
+the plan passes (``passes.optimize``: dead code, constant folding, common
+subexpressions, loop invariants), then turns every block into one
 straight-line Python function (generated source, kept as ``Plan.source``; see
 ``codegen``): the ops in order, each a direct call of its kernel with its
 attrs bound, values in local slots released right after their last use,
@@ -10,6 +12,12 @@ calls the function and returns the fetched arrays (device arrays: NumPy or
 CuPy, as ``xp``). Ops that write a persistable variable (startup
 initializers, optimizer updates, running statistics) store it into the scope
 as they run.
+
+A plan starts interpreted. When the native tier is on (``lower.tier``), a
+plan with regions that lower is rebuilt, after enough calls and on a
+background thread, with each region one machine-code function
+(``_generate`` with a lowering), and that form is swapped in between two
+calls (``Plan.native``, ``Plan.wait_native``, ``Plan.native_source``).
 
 ``Executor`` keeps one plan per (program, program.version, feed names, fetch
 names) and reuses it for every run.
@@ -24,7 +32,7 @@ import weakref
 
 import numpy
 
-from dy2stat.runtime import codegen, shapes
+from dy2stat.runtime import codegen, lower, passes, shapes
 from dy2stat.runtime.codegen import Function, Module
 from dy2stat.runtime.ir import Program
 from dy2stat.runtime.quoting import quote
@@ -82,8 +90,9 @@ class Plan:
     """A program compiled for one set of feeds and fetches; ``run`` it many times."""
 
     def __init__(self, program: Program, feed_names, fetch_names, persistables: list[str],
-                 mod: Module, fn: Function, source: str):
+                 mod: Module, fn: Function, source: str, compiled: Program):
         self._program = weakref.ref(program)
+        self.compiled = compiled  # the program the plan runs: ``program`` optimized
         self.feed_names, self.fetch_names = tuple(feed_names), tuple(fetch_names)
         self.persistables = tuple(persistables)  # read from the scope on every run
         self.xp = xp = mod.xp
@@ -101,9 +110,9 @@ class Plan:
             self._fn_here = mod.run_here(fn.name)
         self._filename, self._line_ops = mod.filename, mod.line_ops
         self._feed_set = frozenset(self.feed_names)
-        block = program.global_block()
+        block = compiled.global_block()
         self._feed_specs = []
-        carries = _carry_names(program)
+        carries = _carry_names(compiled)
         for name in self.feed_names:
             var = block.vars[name]
             if name in carries:  # a while loop's saved iterations: a Python list, fed as is
@@ -112,6 +121,10 @@ class Plan:
             known = tuple((i, d) for i, d in enumerate(var.shape) if d >= 0)
             self._feed_specs.append((name, var.dtype, len(var.shape), known, var.shape))
         self._ndarray = xp.ndarray
+        self.tier = None  # how it goes native (``lower.tier``), when it can
+        self._until_native = 0  # calls left before the native build starts (0: never)
+        self.native_source = ""  # the native form's generated code, once swapped in
+        self.native_regions: list[str] = []  # the compiled regions' modules
         names = self.persistables
         if not names:
             self._load = None
@@ -126,6 +139,11 @@ class Plan:
 
     def run(self, feeds: dict, scope: Scope | dict) -> list:
         """Run with ``feeds`` (name -> array); read and write persistables in ``scope``."""
+        if self._until_native:
+            self._until_native -= 1
+            if self._until_native <= 0:
+                self._until_native = 0
+                self.tier.start(self)
         if feeds.keys() != self._feed_set:
             self._feed_mismatch(feeds)
         args = []
@@ -164,6 +182,31 @@ class Plan:
         except Exception as exc:
             self._annotate(exc)
             raise
+
+    def _swap_native(self, mod: Module, fn: Function, source: str, regions: list) -> None:
+        """Run the native form from the next call on (the same values, another code)."""
+        fn_here = mod.run_here(fn.name) if self._uses_worker else None
+        self.native_source, self.native_regions = source, regions
+        self._filename, self._line_ops = mod.filename, mod.line_ops
+        if fn_here is not None:
+            self._fn_here = fn_here
+        self._fn = mod.ns[fn.name]
+
+    @property
+    def native(self) -> bool:
+        """Whether the native form runs (see ``lower.tier``)."""
+        return self.tier is not None and self.tier.state == "native"
+
+    def wait_native(self, timeout: float | None = None) -> bool:
+        """Start the native build now if it has not started, wait for it; whether the
+        plan now runs natively."""
+        if self.tier is None:
+            return False
+        if self.tier.state == "interpreted":
+            self._until_native = 0
+            self.tier.start(self)
+        self.tier.ready.wait(timeout)
+        return self.native
 
     def _as_array(self, name, value, dtype):
         if isinstance(value, (bool, int, float)):  # a Python scalar takes the var's dtype
@@ -215,9 +258,12 @@ def _carry_names(program: Program) -> set:
 
 
 def compile(program: Program, feed_names, fetch_names, xp=numpy,  # noqa: A001
-            overlap: bool | None = None) -> Plan:
+            overlap: bool | None = None, optimize: bool = True, native: bool | None = None) -> Plan:
     """Compile ``program`` for these feeds and fetches into a ``Plan``; ``overlap``
-    (default: the ``inter_op_parallelism`` flag) lets it use the worker thread."""
+    (default: the ``inter_op_parallelism`` flag) lets it use the worker thread;
+    ``optimize`` runs the plan passes first (``passes.optimize``); ``native``
+    (default: the ``native_tier`` flag) lets the plan go native once called
+    often (``lower.tier``)."""
     feed_names, fetch_names = list(feed_names), list(fetch_names)
     block = program.global_block()
     for name in feed_names:
@@ -226,10 +272,24 @@ def compile(program: Program, feed_names, fetch_names, xp=numpy,  # noqa: A001
     for name in fetch_names:
         if block.find_var(name) is None:
             raise ValueError(f"fetch {quote(name)}: the program has no variable of that name")
-    mod = Module(program, xp)
+    source_program = program
+    if optimize and _nested_properly(program):  # else code generation says what is wrong
+        program = passes.optimize(program, fetch_names)
+    overlap_ops = xp is numpy and (codegen.overlap.enabled if overlap is None else overlap)
+    mod, fn, persistables, source = _generate(program, feed_names, fetch_names, xp, overlap_ops)
+    plan = Plan(source_program, feed_names, fetch_names, persistables, mod, fn, source, program)
+    weakref.finalize(plan, linecache.cache.pop, mod.filename, None)
+    if (lower.settings.active if native is None else native) and xp is numpy:
+        _attach_tier(plan, program, feed_names, fetch_names, overlap_ops)
+    return plan
+
+
+def _generate(program: Program, feed_names, fetch_names, xp, overlap_ops: bool, lowering=None):
+    """The generated module of a plan: ``(module, block 0's function, persistables, source)``."""
+    block = program.global_block()
+    mod = Module(program, xp, lowering)
     fn = Function(mod, "block_0", list(block.ops), [block], feed_names, fetch_names,
-                  overlap_ops=xp is numpy and (codegen.overlap.enabled if overlap is None
-                                               else overlap))
+                  overlap_ops=overlap_ops)
     persistables = []
     for name in fn.free:
         var = block.find_var(name)
@@ -246,9 +306,54 @@ def compile(program: Program, feed_names, fetch_names, xp=numpy,  # noqa: A001
     code = builtins.compile(source, mod.filename, "exec")
     exec(code, mod.ns)  # our own generated text: see the module docstring
     linecache.cache[mod.filename] = (len(source), None, source.splitlines(True), mod.filename)
-    plan = Plan(program, feed_names, fetch_names, persistables, mod, fn, source)
-    weakref.finalize(plan, linecache.cache.pop, mod.filename, None)
-    return plan
+    return mod, fn, persistables, source
+
+
+def _attach_tier(plan: Plan, program: Program, feed_names, fetch_names, overlap_ops) -> None:
+    """Let ``plan`` go native once called often, when some region of it lowers."""
+    lowering = lower.Lowering("cpu", relaxed=lower.settings.relaxed)
+    if not any(lower.regions.spans(program, b.ops, b.find_var, lowering)
+               for b in program.blocks):
+        return
+    key = "\n".join([str(program), repr(feed_names), repr(fetch_names), repr(lowering),
+                     repr(overlap_ops)])
+    cache_root = lower.tier.cache_root()
+
+    def build():
+        native = lower.NativeLowering(lowering, cache_root)
+        mod, fn, persistables, source = _generate(program, feed_names, fetch_names, numpy,
+                                                  overlap_ops, native)
+        if not native.compiled or persistables != list(plan.persistables) or bool(
+                fn.joins) != plan._uses_worker:
+            return None
+        weakref.finalize(plan, linecache.cache.pop, mod.filename, None)
+        plan.tier.loaded = native.loaded
+        return mod, fn, source, native.sources
+
+    plan.tier = lower.Tier(key, build, cache_root)
+    plan._until_native = plan.tier.calls_before_native()
+
+
+def _nested_properly(program: Program) -> bool:
+    """Whether every sub-block an op names exists and no block contains itself."""
+    n = len(program.blocks)
+    children = {}
+    for block in program.blocks:
+        subs = [idx for op in block.ops for idx in op.sub_blocks()]
+        if not all(isinstance(idx, int) and 0 < idx < n for idx in subs):
+            return False
+        children[block.idx] = subs
+    state = dict.fromkeys(range(n), 0)  # 0 new, 1 on the path, 2 done
+
+    def acyclic(idx) -> bool:
+        state[idx] = 1
+        for child in children[idx]:
+            if state[child] == 1 or (state[child] == 0 and not acyclic(child)):
+                return False
+        state[idx] = 2
+        return True
+
+    return acyclic(0)
 
 
 class Executor:

@@ -9,9 +9,18 @@
   before it set.
 - ``D2S_FAKE_CUPY=1`` puts a NumPy stand-in for CuPy in place first, so the
   GPU tests exercise dy2stat's device plumbing on a machine without a GPU.
+- The native tier caches compiled code in a temporary directory of the run
+  (``DY2STAT_CACHE_DIR``), never in the user's cache.
 """
 
+import atexit
 import os
+import shutil
+import tempfile
+
+if "DY2STAT_CACHE_DIR" not in os.environ:  # before dy2stat reads it; subprocesses inherit it
+    os.environ["DY2STAT_CACHE_DIR"] = tempfile.mkdtemp(prefix="dy2stat-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["DY2STAT_CACHE_DIR"], ignore_errors=True)
 
 if os.environ.get("D2S_FAKE_CUPY"):  # GPU code paths on a NumPy stand-in (tests/gpu/fake_cupy.py)
     from tests.gpu import fake_cupy

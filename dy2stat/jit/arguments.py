@@ -39,18 +39,24 @@ class Signature:
         self.params = params
         self.names = [p.name for p in params]
         self._signature = signature.replace(parameters=params) if signature else None
-        self._simple = all(p.kind in _POSITIONAL for p in params)
-        self._defaults = [p.default for p in params]
-        self._required = sum(p.default is inspect.Parameter.empty for p in params)
+        defaults = [p.default for p in params]
+        # Positional parameters only: for each count of positional arguments that
+        # binds (every later parameter has a default), the defaults that follow.
+        self._tails = {}
+        if signature is not None and all(p.kind in _POSITIONAL for p in params):
+            for n in range(len(params) + 1):
+                if all(d is not inspect.Parameter.empty for d in defaults[n:]):
+                    self._tails[n] = tuple(defaults[n:])
 
     def bind(self, args: tuple, kwargs: dict) -> list:
         """[(name, value)] for every parameter, in the signature's order."""
+        if not kwargs:
+            tail = self._tails.get(len(args))
+            if tail is not None:
+                return list(zip(self.names, args + tail if tail else args))
         if self._signature is None:  # no signature: by position, then keywords by name
             names = [f"arg{i}" for i in range(len(args))]
             return list(zip(names, args)) + sorted(kwargs.items())
-        if self._simple and not kwargs and self._required <= len(args) <= len(self.params) \
-                and all(d is not inspect.Parameter.empty for d in self._defaults[len(args):]):
-            return list(zip(self.names, list(args) + self._defaults[len(args):]))
         bound = self._signature.bind(*args, **kwargs)  # raises what Python raises
         bound.apply_defaults()
         return list(bound.arguments.items())
@@ -100,14 +106,30 @@ class Arguments:
     def __init__(self, where: str, bound: list, specs: list):
         self.feeds: list = []  # Tensors, in the order of the program's inputs
         self.identities: list = []  # objects keyed by type only
+        describe = self._describe
+        if not specs:
+            feeds, parts = self.feeds, []
+            for name, value in bound:
+                if type(value) is Tensor:  # the common case, inline
+                    feeds.append(value)
+                    data = value._data
+                    parts.append(("tensor", data.shape, data.dtype))
+                else:
+                    parts.append(describe(where, name, value, None))
+            self.key = tuple(parts)
+            return
         parts = []
         for i, (name, value) in enumerate(bound):
             spec = specs[i] if i < len(specs) else None
-            parts.append(self._describe(where, name, value, spec))
+            parts.append(describe(where, name, value, spec))
         self.key = tuple(parts)
 
     def _describe(self, where, name, value, spec):
         kind = type(value)
+        if kind is Tensor and spec is None:  # the common case, first
+            self.feeds.append(value)
+            data = value._data
+            return ("tensor", data.shape, data.dtype)
         if kind is Tensor or kind is np.ndarray or isinstance(value, (Tensor, np.ndarray)):
             shape, dtype = value.shape, value.dtype
             if isinstance(spec, InputSpec):

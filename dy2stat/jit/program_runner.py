@@ -41,6 +41,7 @@ class ProgramRunner:
         # What runs: the program rewritten by the passes that change no result.
         self._optimized = passes.pool_before_relu(program, self.fetch_names)
         self._plans: dict = {}
+        self._forward_plans: dict = {}  # xp -> the forward plan (run_arrays' fast path)
         self._split_forward: dict = {}  # xp -> _Split (forward only) or None
         # (xp, inputs needing grad, trainable names) -> _Plans
         self._backward: dict = {}
@@ -48,28 +49,44 @@ class ProgramRunner:
     # ---------------------------------------------------------------- forward
     def run_arrays(self, arrays: list) -> list:
         """Forward only: arrays in, arrays out (no tape)."""
-        scope, where = self._scope()
-        feeds = self._feeds(arrays, scope.xp)
-        split = self._forward_split(scope.xp)
-        at = split and batch_split.split_point(list(feeds.values()), split.work)
-        with where:
+        if backend.cupy is None:  # every array is on the host: nothing to move or enter
+            values = {n: t._data for n, t in self.captured.items()}
+            scope, xp, where = values, numpy, _HERE
+            feeds = dict(zip(self.feed_names, arrays))
+        else:
+            scope, where = self._scope()
+            values, xp = scope._values, scope.xp
+            feeds = self._feeds(arrays, xp)
+        split = self._split_forward.get(xp, False)
+        if split is False:
+            split = self._forward_split(xp)
+        if split is not None:
+            at = batch_split.split_point(list(feeds.values()), split.work)
             if at:
-                parts = batch_split.run_split(split.plan("forward"), feeds, split.kinds, at,
-                                              scope)
-                return batch_split.combine(split.fetch_kinds, *parts)
-            plan = self._plan("forward", self._optimized, self.feed_names, self.fetch_names,
-                              scope.xp)
+                with where:
+                    parts = batch_split.run_split(split.plan("forward"), feeds, split.kinds, at,
+                                                  scope)
+                    return batch_split.combine(split.fetch_kinds, *parts)
+        plan = self._forward_plans.get(xp)
+        if plan is None:
+            plan = self._forward_plans[xp] = self._plan(
+                "forward", self._optimized, self.feed_names, self.fetch_names, xp)
+        if where is _HERE:
             outs = plan.run(feeds, scope)
-        scope.write_back(self.written)
+        else:
+            with where:
+                outs = plan.run(feeds, scope)
+        if self.written:
+            _write_back(self.captured, values, self.written)
         return outs
 
     def __call__(self, inputs: list) -> list:
         """Run on eager tensors; returns output tensors (recorded on the tape if needed)."""
         arrays = [t._data for t in inputs]
+        if not state.grad_enabled:
+            return [Tensor(a) for a in self.run_arrays(arrays)]
         trainable = self._trainable()
-        wants_grad = state.grad_enabled and (
-            trainable or any(not t.stop_gradient for t in inputs))
-        if not wants_grad:
+        if not trainable and all(t.stop_gradient for t in inputs):
             return [Tensor(a) for a in self.run_arrays(arrays)]
         scope, where = self._scope()
         needs = tuple(not t.stop_gradient for t in inputs)
@@ -233,7 +250,7 @@ class ProgramRunner:
     def _feeds(self, arrays, xp) -> dict:
         """Feeds by name; a GPU array fed to a program on the host is copied there
         (host arrays fed to a GPU program are copied by ``Plan.run``)."""
-        if xp is numpy:
+        if xp is numpy and backend.cupy is not None:
             arrays = [backend.to_host(a) for a in arrays]
         return dict(zip(self.feed_names, arrays))
 
@@ -278,6 +295,9 @@ class _Split:
         return plan
 
 
+_HERE = contextlib.nullcontext()  # where a host program runs: no device to enter
+
+
 class _TensorScope(runtime_executor.Scope):
     """A scope whose values are the captured tensors' arrays; writes go back to them.
 
@@ -288,7 +308,7 @@ class _TensorScope(runtime_executor.Scope):
     """
 
     def __init__(self, captured: dict, values: dict, xp):
-        super().__init__(values)
+        self._values = values  # made for this scope: not copied again
         self._captured = captured
         self.xp = xp
 
@@ -302,7 +322,7 @@ class _TensorScope(runtime_executor.Scope):
         if gpu is not None:
             xp, where, target = backend.cupy, gpu, f"gpu:{gpu.id}"
         elif device.current.xp is numpy:
-            return cls(captured, values, numpy), contextlib.nullcontext()
+            return cls(captured, values, numpy), _HERE
         else:
             xp, target = device.current.xp, device.get_device()
             where = xp.cuda.Device(device.gpu_index())
@@ -314,11 +334,16 @@ class _TensorScope(runtime_executor.Scope):
     def write_back(self, names) -> None:
         """Give the captured tensors ``names`` the values a run left for them (plans
         store persistable outputs into the scope's dict directly)."""
-        for name in names:
-            tensor, value = self._captured[name], self._values[name]
-            if value is not tensor._data:
-                tensor._data = value
-                tensor._version += 1
+        _write_back(self._captured, self._values, names)
+
+
+def _write_back(captured: dict, values: dict, names) -> None:
+    """Give the tensors ``captured[name]`` the values ``values[name]`` a run left."""
+    for name in names:
+        tensor, value = captured[name], values[name]
+        if value is not tensor._data:
+            tensor._data = value
+            tensor._version += 1
 
 
 def _program_op(runner: ProgramRunner, saved: list, plans: _Plans, at) -> OpDef:

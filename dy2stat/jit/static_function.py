@@ -172,18 +172,18 @@ class StaticFunction:
             return function(*args, **kwargs)
         bound = self._bind(args, kwargs)
         described = arguments.Arguments(self.__name__, bound, self._parameter_specs)
-        key = (described.key, getattr(self._instance, "training", None))
-        concrete = self.program_cache.find(key, described.identities)
-        if concrete is None:
+        instance = self._instance
+        key = (described.key, None if instance is None else getattr(instance, "training", None))
+        for concrete in self.program_cache._programs.get(key, ()):  # ProgramCache.find
+            if concrete.valid_for(described.identities):
+                break
+        else:
             concrete = self._trace_for(key, bound, described)
             if concrete is None:  # over the cache size limit: run as written
                 return self._call_eagerly(args, kwargs)
         self._local.last_key = key
         settings.state.last_function = self
-        return self._run(concrete, described.feeds)
-
-    def _run(self, concrete: ConcreteProgram, feeds: list):
-        outs = concrete.runner(feeds)
+        outs = concrete.runner(described.feeds)
         if concrete.effects:
             concrete.effects.apply(outs[concrete.n_outputs:])
         return concrete.pack(outs)

@@ -29,7 +29,7 @@ from dy2stat.runtime.ops.control_flow import CONTROL_FLOW, attr_names
 from dy2stat.runtime.prune import copy_for_pass
 from dy2stat.runtime.registry import OPS
 
-__all__ = ["MAX_ELEMENTS", "fold_constants"]
+__all__ = ["MAX_ELEMENTS", "evaluate", "fold_constants"]
 
 # Values larger than this (elements) are not computed at compile time.
 MAX_ELEMENTS = 1 << 20
@@ -70,24 +70,36 @@ def _fold_block(program: Program, block: Block, outer: dict, constants: set, don
 
 def _evaluate(block: Block, op: Operator, known: dict) -> dict | None:
     """name -> array of ``op``'s outputs when it can be folded, else None."""
+    return evaluate(op, block.vars.get, lambda n: known[n][0] if n in known else None)
+
+
+def evaluate(op: Operator, var_of, value_of) -> dict | None:
+    """name -> array of ``op``'s outputs when it can be computed now, else None.
+
+    ``var_of(name)`` gives an output's variable (None: unknown), ``value_of(name)``
+    an input's constant value (None: not a constant). The rules are the module
+    doc's: not random, no sub-block, outputs that are small and neither
+    persistable nor data, every input a constant, a kernel that succeeds and
+    gives the inferred dtypes and shapes."""
     opdef = OPS.get(op.type)
     if opdef is None or opdef.random or op.type in CONTROL_FLOW or op.sub_blocks():
         return None
     outs = op.output_names()
-    out_vars = [block.vars.get(n) for n in outs]
+    out_vars = [var_of(n) for n in outs]
     if not outs or any(v is None or v.persistable or v.is_data for v in out_vars):
         return None
     if any(not 0 <= shapes.numel(v.shape) <= MAX_ELEMENTS for v in out_vars):
         return None
-    if any(n not in known for n in op.input_names()):
+    inputs = {n: value_of(n) for n in op.input_names()}
+    if any(v is None for v in inputs.values()):
         return None
     args = []
     for slot in opdef.inputs:
         names = op.inputs.get(slot.name, [])
         if slot.variadic:
-            args.append([known[n][0] for n in names])
+            args.append([inputs[n] for n in names])
         else:
-            args.append(known[names[0]][0] if names else None)
+            args.append(inputs[names[0]] if names else None)
     try:
         with np.errstate(all="ignore"):  # the program warns when it runs, not when built
             result = opdef.kernel(np, *args, **opdef.full_attrs(op.attrs))

@@ -6,6 +6,7 @@ import pytest
 
 from dy2stat import flags
 from dy2stat.kernels import cudnn
+from dy2stat.runtime import lower
 
 
 def test_defaults_and_reading():
@@ -13,7 +14,11 @@ def test_defaults_and_reading():
                                  "use_cudnn": True,
                                  "inter_op_parallelism": (os.cpu_count() or 1) > 1,
                                  "batch_parallelism": False,  # opt-in: eager's rounding
-                                 "batch_minor_layout": False}  # by default (performance.md)
+                                 "batch_minor_layout": False,  # by default (performance.md)
+                                 "native_tier": lower.native.available(),
+                                 "native_after_calls": 100,
+                                 "native_relaxed": False,  # opt-in: another rounding
+                                 "native_cache_dir": ""}
     assert flags.get_flags("FLAGS_use_cudnn") == {"FLAGS_use_cudnn": True}
     assert flags.get_flags(["cudnn_deterministic"]) == {"cudnn_deterministic": False}
     assert set(flags.describe()) == set(flags.get_flags())
@@ -38,6 +43,10 @@ def test_unknown_flags_and_bad_values_are_errors_naming_them():
         flags.get_flags("FLAGS_nope")
     with pytest.raises(TypeError, match="'use_cudnn' takes True or False, got 'yes'"):
         flags.set_flags({"use_cudnn": "yes"})
+    with pytest.raises(TypeError, match="'native_after_calls' takes a whole number >= 1"):
+        flags.set_flags({"native_after_calls": 0})
+    with pytest.raises(TypeError, match="'native_cache_dir' takes a string"):
+        flags.set_flags({"native_cache_dir": 3})
     with pytest.raises(TypeError, match="takes a dict"):
         flags.set_flags([("use_cudnn", True)])
     # nothing is applied unless every entry is valid

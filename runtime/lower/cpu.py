@@ -1,0 +1,470 @@
+"""The CPU target's lowering rules: each op as loop code that Numba compiles.
+
+Elementwise rules give the expression of one element (``loops`` places it
+in a loop and fuses chains); the others write statements through the code
+generator (``loops.Emitter``). Exact rules reproduce NumPy bit for bit:
+
+- ``+ - * /``, comparisons, logical and bitwise ops, ``neg``, ``abs``,
+  ``sqrt``, ``floor``, ``ceil`` are IEEE operations, rounded to the dtype
+  after every step (no fused multiply-add);
+- ``maximum``/``minimum``/``relu``/``clip`` select as NumPy's loops do: the
+  first operand when it is NaN or strictly larger (smaller), else the
+  second -- so NaN propagates and ``maximum(-0.0, 0.0)`` is ``0.0``;
+- ``sum`` and ``mean`` of a whole array, or along its last axis, add in
+  NumPy's pairwise order (blocks of 8 partial sums, halves above 128
+  elements) from 0; ``mean`` divides in float64 and rounds, as ``np.mean``
+  does; integer sums add in int64.
+
+Relaxed rules (the flag ``native_relaxed``): ``exp``, ``log``, ``tanh``,
+``sin``, ``cos``, ``sigmoid``, ``pow`` from LLVM's math library, sums along
+other axes in index order, and small products (``matmul`` of 1-D and 2-D
+operands) as loops: each rounds within a few units in the last place of
+NumPy's.
+"""
+
+from __future__ import annotations
+
+from dy2stat.runtime.lower.cpu_helpers import PAIRWISE, REDUCERS
+from dy2stat.runtime.lower.loops import TYPES, LoweringError, Val, literal
+from dy2stat.runtime.lower.rules import register_lowering
+from dy2stat.runtime.passes.constant_folding import evaluate
+
+__all__ = []
+
+TARGET = "cpu"
+
+
+def _var(var_of, op, slot: str, k: int = 0):
+    return var_of(op.inputs[slot][k])
+
+
+def _floats_only(op, var_of, relaxed) -> bool:
+    return all(var_of(n).dtype.kind == "f" for n in op.input_names() + op.output_names())
+
+
+def _not_bool(op, var_of, relaxed) -> bool:
+    return all(var_of(n).dtype.kind != "b" for n in op.input_names())
+
+
+def elementwise(op: str, exact: bool = True, accepts=None):
+    return register_lowering(op, TARGET, "elementwise", exact, accepts)
+
+
+# ------------------------------------------------------------ elementwise
+
+for _op, _sign in {"add": "+", "subtract": "-", "multiply": "*"}.items():
+    elementwise(_op, accepts=_not_bool if _op != "multiply" else None)(
+        (lambda sign: lambda a, step: f"{a[0]} {sign} {a[1]}")(_sign))
+
+elementwise("divide", accepts=_floats_only)(lambda a, step: f"{a[0]} / {a[1]}")
+
+for _op, _sign in {"equal": "==", "not_equal": "!=", "less_than": "<", "less_equal": "<=",
+                   "greater_than": ">", "greater_equal": ">="}.items():
+    elementwise(_op)((lambda sign: lambda a, step: f"{a[0]} {sign} {a[1]}")(_sign))
+
+
+@elementwise("maximum")
+def _maximum(a, step):
+    x, y = a
+    return f"{x} if ({x} > {y} or {x} != {x}) else {y}"
+
+
+@elementwise("minimum")
+def _minimum(a, step):
+    x, y = a
+    return f"{x} if ({x} < {y} or {x} != {x}) else {y}"
+
+
+def _truth(x: str, dtype) -> str:
+    return x if dtype.kind == "b" else f"({x} != 0)"
+
+
+for _op, _sign in {"logical_and": "&", "logical_or": "|", "logical_xor": "!="}.items():
+    elementwise(_op)((lambda sign: lambda a, step: (
+        f"{_truth(a[0], step.in_dtypes[0])} {sign} {_truth(a[1], step.in_dtypes[1])}"))(_sign))
+
+elementwise("logical_not")(lambda a, step: f"not {_truth(a[0], step.in_dtypes[0])}")
+
+for _op, _sign in {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}.items():
+    elementwise(_op)((lambda sign: lambda a, step: f"{a[0]} {sign} {a[1]}")(_sign))
+
+
+@elementwise("bitwise_not")
+def _bitwise_not(a, step):
+    return f"not {a[0]}" if step.dtype.kind == "b" else f"~{a[0]}"
+
+
+elementwise("neg", accepts=_not_bool)(lambda a, step: f"-{a[0]}")
+elementwise("abs", accepts=_not_bool)(lambda a, step: f"abs({a[0]})")
+elementwise("sqrt", accepts=_floats_only)(lambda a, step: f"np.sqrt({a[0]})")
+elementwise("floor", accepts=_floats_only)(lambda a, step: f"np.floor({a[0]})")
+elementwise("ceil", accepts=_floats_only)(lambda a, step: f"np.ceil({a[0]})")
+
+
+@elementwise("relu", accepts=_not_bool)
+def _relu(a, step):
+    (x,) = a
+    return f"{x} if ({x} > 0 or {x} != {x}) else {literal(0, step.dtype)}"
+
+
+@elementwise("scale", accepts=_not_bool)
+def _scale(a, step):
+    """``x * scale + bias`` as the kernel: the attrs in x's dtype, rounded after each."""
+    t = step.dtype.type
+    scaled = f"{TYPES[step.dtype.name]}({a[0]} * {literal(t(step.attrs['scale']), step.dtype)})"
+    bias = step.attrs["bias"]
+    return f"{scaled} + {literal(t(bias), step.dtype)}" if bias else scaled
+
+
+@elementwise("clip", accepts=_floats_only)
+def _clip(a, step):
+    """NumPy's clip: max with the lower bound, then min with the upper (NaN kept)."""
+    x = a[0]
+    lo, hi = step.attrs["min"], step.attrs["max"]
+    if lo is not None:
+        low = literal(step.dtype.type(lo), step.dtype)
+        x = f"({x} if ({x} > {low} or {x} != {x}) else {low})"
+    if hi is not None:
+        high = literal(step.dtype.type(hi), step.dtype)
+        x = f"({x} if ({x} < {high} or {x} != {x}) else {high})"
+    return x
+
+
+def _cast_accepts(op, var_of, relaxed) -> bool:
+    """Casts whose conversion is defined for every value: to a float or bool, or
+    between integers (float to int is undefined for NaN and out-of-range values)."""
+    src, dst = _var(var_of, op, "X").dtype, var_of(op.outputs["Out"][0]).dtype
+    return dst.kind in "fb" or src.kind in "iub"
+
+
+@elementwise("cast", accepts=_cast_accepts)
+def _cast(a, step):
+    return f"{a[0]} != 0" if step.dtype.kind == "b" and step.in_dtypes[0].kind != "b" else a[0]
+
+
+@elementwise("where")
+def _where(a, step):
+    c, x, y = a
+    return f"{x} if {_truth(c, step.in_dtypes[0])} else {y}"
+
+
+# Relaxed: LLVM's math library rounds these differently from NumPy's loops.
+for _op, _fn in {"exp": "np.exp", "log": "np.log", "tanh": "np.tanh", "sin": "np.sin",
+                 "cos": "np.cos"}.items():
+    elementwise(_op, exact=False, accepts=_floats_only)(
+        (lambda fn: lambda a, step: f"{fn}({a[0]})")(_fn))
+
+
+@elementwise("sigmoid", exact=False, accepts=_floats_only)
+def _sigmoid(a, step):
+    one = literal(1, step.dtype)
+    return f"{one} / ({one} + np.exp(-{a[0]}))"
+
+
+elementwise("pow", exact=False, accepts=_floats_only)(lambda a, step: f"{a[0]} ** {a[1]}")
+
+
+# -------------------------------------------------------------- constants
+
+
+def _constant(ctx, node):
+    """An input-less op (``full``, ``arange``, ...): its value, computed now."""
+    op = node.op
+    values = evaluate(op, lambda n: dict(zip(op.output_names(), node.out_vars)).get(n),
+                      lambda n: None)
+    if values is None:
+        raise LoweringError(f"{node.where}: not a constant")
+    return [ctx.constant(n, values[n]) for n in op.output_names()]
+
+
+for _op in ("full", "arange", "linspace", "eye"):
+    register_lowering(_op, TARGET, "op")(_constant)
+
+
+@register_lowering("assign", TARGET, "op")
+def _assign(ctx, node):
+    (x,) = node.ins
+    (var,) = node.out_vars
+    if x.scalar:
+        return [Val("", var.dtype, (), ref=x.ref)]
+    ref = ctx.fresh("a")
+    ctx.line(f"{ref} = {ctx.array(x)}.copy()")
+    return [Val("", var.dtype, x.shape, ref=ref)]
+
+
+# ------------------------------------------------------------- reductions
+
+def _axes(op, var_of) -> tuple | None:
+    return normalized_axes(op.attrs.get("axis"), len(_var(var_of, op, "X").shape))
+
+
+def normalized_axes(axis, ndim: int) -> tuple | None:
+    """The reduced axes in order, or None when ``axis`` does not name axes of ``ndim``."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
+    if not all(isinstance(a, int) and -ndim <= a < ndim for a in axes):
+        return None
+    return tuple(sorted({a % ndim for a in axes}))
+
+
+def _reduce_accepts(kind):
+    def accepts(op, var_of, relaxed) -> bool:
+        x = _var(var_of, op, "X")
+        axes = _axes(op, var_of)
+        if axes is None or (kind == "mean" and x.dtype.kind != "f"):
+            return False
+        if kind in ("any", "all") and x.dtype.kind != "b":
+            return False
+        ndim = len(x.shape)
+        return relaxed or axes == tuple(range(ndim)) or axes == (ndim - 1,)
+
+    return accepts
+
+
+def _reduce_rule(kind):
+    def emit(ctx, node):
+        (var,) = node.out_vars
+        x = node.ins[0]
+        t = TYPES[var.dtype.name]
+        if x.scalar:  # a reduction of a 0-d value is the value
+            value = f"{x.ref} != 0" if kind in ("any", "all") else x.ref
+            ref = ctx.fresh("s")
+            ctx.line(f"{ref} = {t}({value})")
+            return [Val("", var.dtype, (), ref=ref)]
+        ndim = len(x.shape)
+        axes = normalized_axes(node.attrs["axis"], ndim)
+        keepdim = node.attrs["keepdim"]
+        src = ctx.array(x)
+        if axes in (tuple(range(ndim)), (ndim - 1,)):
+            return [_reduce_rows(ctx, kind, x, src, var, t, axes, keepdim)]
+        return [_reduce_in_order(ctx, kind, x, src, var, t, axes, keepdim)]
+
+    return emit
+
+
+def _row_value(ctx, kind, row: str, x_dtype, t: str) -> str:
+    """The expression reducing the 1-D contiguous array ``row``."""
+    if kind in ("sum", "mean") and x_dtype.kind == "f":
+        ctx.helper("pairwise_sum", PAIRWISE)
+        zero = literal(0, x_dtype)
+        total = f"{zero} + pairwise_sum({row}, 0, {row}.shape[0], {zero})"
+        if kind == "sum":
+            return f"{t}({total})"
+        return f"{t}(np.float64({total}) / np.float64({row}.shape[0]))"
+    name = {"sum": "int_sum", "max": "max_of", "min": "min_of", "any": "any_of",
+            "all": "all_of"}[kind]
+    ctx.helper(name, REDUCERS[name])
+    return f"{t}({name}({row}))"
+
+
+def _reduce_rows(ctx, kind, x, src, var, t, axes, keepdim):
+    """A whole array (one row) or its last axis (one value per row)."""
+    ndim = len(x.shape)
+    if len(axes) == ndim:
+        flat = ctx.fresh("a")
+        ctx.line(f"{flat} = {src}.reshape(({src}.size,))")
+        s = ctx.fresh("s")
+        ctx.line(f"{s} = {_row_value(ctx, kind, flat, x.dtype, t)}")
+        if not keepdim:
+            return Val("", var.dtype, (), ref=s)
+        out = ctx.new_array((1,) * ndim, var.dtype)
+        ctx.line(f"{out}[{', '.join(['0'] * ndim)}] = {s}")
+        return Val("", var.dtype, (1,) * ndim, ref=out)
+    lead = x.shape[:-1]
+    rows = ctx.fresh("n")
+    ctx.line(f"{rows} = {' * '.join(str(d) for d in lead)}")
+    x2 = ctx.fresh("a")
+    ctx.line(f"{x2} = {src}.reshape(({rows}, {x.shape[-1]}))")
+    shape = lead + ((1,) if keepdim else ())
+    out = ctx.new_array(shape, var.dtype)
+    o2 = ctx.fresh("a")
+    ctx.line(f"{o2} = {out}.reshape(({rows},))")
+    r = ctx.fresh("r")
+    ctx.line(f"for {r} in range({rows}):")
+    with ctx.indented():
+        ctx.line(f"{o2}[{r}] = {_row_value(ctx, kind, f'{x2}[{r}]', x.dtype, t)}")
+    return Val("", var.dtype, shape, ref=out)
+
+
+def _reduce_in_order(ctx, kind, x, src, var, t, axes, keepdim):
+    """Other axes (relaxed): each result accumulated over its elements in index order."""
+    ndim = len(x.shape)
+    kept = [j for j in range(ndim) if j not in axes]
+    shape = tuple(1 if j in axes else x.shape[j] for j in range(ndim)) if keepdim else \
+        tuple(x.shape[j] for j in kept)
+    out = ctx.new_array(shape, var.dtype)
+    index = [ctx.fresh("i") for _ in range(ndim)]
+    acc = ctx.fresh("s")
+    count = " * ".join(str(x.shape[j]) for j in axes) or "1"
+    if kind in ("max", "min"):
+        ctx.check(f"{count} == 0", f"zero-size array to reduction operation "
+                                   f"{'maximum' if kind == 'max' else 'minimum'} which has no "
+                                   "identity")
+    for j in kept:
+        ctx.line(f"for {index[j]} in range({x.shape[j]}):")
+        ctx.depth += 1
+    first = ctx.fresh("b")
+    ctx.line(f"{first} = True")
+    acc_t = TYPES[x.dtype.name] if kind in ("max", "min") else t
+    zero = {"sum": 0, "mean": 0, "any": False, "all": True}.get(kind, 0)
+    ctx.line(f"{acc} = {acc_t}({zero})")
+    for j in axes:
+        ctx.line(f"for {index[j]} in range({x.shape[j]}):")
+        ctx.depth += 1
+    item = f"{src}[{', '.join(index)}]"
+    if kind in ("sum", "mean"):
+        ctx.line(f"{acc} += {item}")
+    elif kind == "any":
+        ctx.line(f"{acc} = {acc} or {item}")
+    elif kind == "all":
+        ctx.line(f"{acc} = {acc} and {item}")
+    else:
+        sign = ">" if kind == "max" else "<"
+        ctx.line(f"{acc} = {item} if {first} else ({acc} if ({acc} {sign} {item} or "
+                 f"{acc} != {acc}) else {item})")
+        ctx.line(f"{first} = False")
+    ctx.depth -= len(axes)
+    value = f"np.float64({acc}) / np.float64({count})" if kind == "mean" else acc
+    where = ", ".join(index[j] if j in kept else "0" for j in range(ndim)) if keepdim else \
+        ", ".join(index[j] for j in kept)
+    ctx.line(f"{out}[{where or '()'}] = {t}({value})")
+    ctx.depth -= len(kept)
+    return Val("", var.dtype, shape, ref=out)
+
+
+for _kind in ("sum", "mean", "max", "min", "any", "all"):
+    register_lowering(_kind, TARGET, "op", accepts=_reduce_accepts(_kind))(_reduce_rule(_kind))
+
+
+# ---------------------------------------------------------------- matmul
+
+
+def _matmul_accepts(op, var_of, relaxed) -> bool:
+    x, y = _var(var_of, op, "X"), _var(var_of, op, "Y")
+    return (x.dtype == y.dtype and x.dtype.kind == "f" and len(x.shape) in (1, 2)
+            and len(y.shape) in (1, 2))
+
+
+@register_lowering("matmul", TARGET, "op", exact=False, accepts=_matmul_accepts)
+def _matmul(ctx, node):
+    """Rows of x times y, accumulated over k in order (vectorizable along y's rows)."""
+    x, y = node.ins
+    (var,) = node.out_vars
+    a, b = ctx.array(x), ctx.array(y)
+    tx, ty = node.attrs["transpose_x"], node.attrs["transpose_y"]
+    xs, ys = x.shape, y.shape
+    if len(xs) == 1:
+        m, k, xi = 1, xs[0], (lambda i, p: f"{a}[{p}]")
+    elif tx:
+        m, k, xi = xs[1], xs[0], (lambda i, p: f"{a}[{p}, {i}]")
+    else:
+        m, k, xi = xs[0], xs[1], (lambda i, p: f"{a}[{i}, {p}]")
+    if len(ys) == 1:
+        n, yi = 1, (lambda p, j: f"{b}[{p}]")
+    elif ty:
+        n, yi = ys[0], (lambda p, j: f"{b}[{j}, {p}]")
+    else:
+        n, yi = ys[1], (lambda p, j: f"{b}[{p}, {j}]")
+    acc = ctx.fresh("a")
+    ctx.line(f"{acc} = np.zeros(({m}, {n}), {TYPES[var.dtype.name]})")
+    i, p, j, v = ctx.fresh("i"), ctx.fresh("i"), ctx.fresh("i"), ctx.fresh("t")
+    ctx.line(f"for {i} in range({m}):")
+    with ctx.indented():
+        ctx.line(f"for {p} in range({k}):")
+        with ctx.indented():
+            ctx.line(f"{v} = {xi(i, p)}")
+            ctx.line(f"for {j} in range({n}):")
+            with ctx.indented():
+                ctx.line(f"{acc}[{i}, {j}] += {v} * {yi(p, j)}")
+    shape = tuple(d for d, keep in ((m, len(xs) > 1), (n, len(ys) > 1)) if keep)
+    if not shape:
+        s = ctx.fresh("s")
+        ctx.line(f"{s} = {acc}[0, 0]")
+        return [Val("", var.dtype, (), ref=s)]
+    out = ctx.fresh("a")
+    ctx.line(f"{out} = {acc}.reshape(({', '.join(str(d) for d in shape)},))")
+    return [Val("", var.dtype, shape, ref=out)]
+
+
+# ------------------------------------------------------------ control flow
+
+
+def _scalar_predicate(var_of, name) -> bool:
+    var = var_of(name)
+    return var is not None and var.shape == () and var.dtype.kind == "b"
+
+
+def _cond_accepts(op, var_of, relaxed) -> bool:
+    return _scalar_predicate(var_of, op.inputs["Cond"][0])
+
+
+def _assigned(ctx, target: str, val: Val) -> None:
+    ctx.line(f"{target} = {val.ref if val.scalar else ctx.array(val)}")
+
+
+def _results(ctx, refs, out_vars) -> list[Val]:
+    return [Val("", var.dtype, ctx.dims_of(var, ref) if var.shape else (), ref=ref)
+            for ref, var in zip(refs, out_vars)]
+
+
+@register_lowering("cond", TARGET, "control", accepts=_cond_accepts)
+def _cond(ctx, node):
+    a = node.attrs
+    for key in ("true_block", "false_block"):
+        ctx.ready_for_block(ctx.program, a[key])
+    refs = [ctx.fresh("o") for _ in node.out_vars]
+    ctx.line(f"if {node.ins[0].ref}:")
+    for key, outs in (("true_block", "true_outs"), ("false_block", "false_outs")):
+        if key == "false_block":
+            ctx.line("else:")
+        with ctx.indented():
+            vals = ctx.lower_block(ctx.program.blocks[a[key]], {}, a[outs])
+            for ref, val in zip(refs, vals):
+                _assigned(ctx, ref, val)
+            if not vals:
+                ctx.line("pass")
+    return _results(ctx, refs, node.out_vars)
+
+
+def _while_accepts(op, var_of, relaxed) -> bool:
+    if op.outputs.get("Carries"):
+        return False  # a training loop's saved iterations: a Python list
+    return _scalar_predicate(var_of, op.attrs["cond_out"])
+
+
+@register_lowering("while", TARGET, "control", accepts=_while_accepts)
+def _while(ctx, node):
+    a = node.attrs
+    program = ctx.program
+    cond_block, body = program.blocks[a["cond_block"]], program.blocks[a["body_block"]]
+    if not _scalar_predicate(cond_block.find_var, a["cond_out"]):
+        raise LoweringError(f"{node.where}: the loop's predicate is not a 0-d bool")
+    for idx in (a["cond_block"], a["body_block"]):
+        ctx.ready_for_block(program, idx)
+    carried = [ctx.fresh("c") for _ in node.ins[0]]
+    for ref, val in zip(carried, node.ins[0]):
+        _assigned(ctx, ref, val)
+    ctx.line("while True:")
+    with ctx.indented():
+        cond_vars = [cond_block.find_var(n) for n in a["cond_args"]]
+        shapes = [ctx.dims_of(var, ref) if var.shape else () for var, ref in
+                  zip(cond_vars, carried)]
+
+        def bindings(names, block):
+            return {n: Val(n, block.find_var(n).dtype, shape, ref=ref)
+                    for n, shape, ref in zip(names, shapes, carried)}
+
+        (pred,) = ctx.lower_block(cond_block, bindings(a["cond_args"], cond_block),
+                                  [a["cond_out"]])
+        ctx.line(f"if not {pred.ref}:")
+        with ctx.indented():
+            ctx.line("break")
+        vals = ctx.lower_block(body, bindings(a["body_args"], body), a["body_outs"])
+        nexts = []
+        for val in vals:
+            nexts.append(val.ref if val.scalar else ctx.array(val))
+        if carried:
+            ctx.line(f"{', '.join(carried)} = {', '.join(nexts)}{',' if len(nexts) == 1 else ''}")
+    return _results(ctx, carried, node.out_vars)
+
