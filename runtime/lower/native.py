@@ -92,8 +92,7 @@ def compile_region(text: str, root=None):
     """The Numba dispatcher of the module ``text``'s ``region`` function (compiled, or
     loaded from the cache under ``root``)."""
     key = hashlib.sha256(f"{FORMAT}\n{text}".encode()).hexdigest()[:40]
-    directory = cache_dir(root)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = _private(cache_dir(root))
     path = directory / f"r{key}.py"
     _write_source(path, text)
     try:
@@ -108,6 +107,37 @@ def compile_region(text: str, root=None):
         for file in stale:
             file.unlink(missing_ok=True)
         return _compile(path)
+
+
+def _private(directory: pathlib.Path) -> pathlib.Path:
+    """``directory``, made if needed, when only this user can write it; otherwise (made
+    by someone else, or writable by others: its files would be code this process runs)
+    a private directory of this process, with a warning."""
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = directory.stat()
+        safe = not hasattr(os, "getuid") or (
+            info.st_uid == os.getuid() and not info.st_mode & 0o022)
+    except OSError as exc:
+        safe, why = False, f"it cannot be made ({exc})"
+    else:
+        why = "another user owns it, or others may write to it"
+    if safe:
+        return directory
+    fallback = _fallback_dir()
+    if fallback not in _warned:
+        _warned.add(fallback)
+        warnings.warn(f"dy2stat: not using the native cache {directory}: {why}; caching in "
+                      f"{fallback} for this process only", NativeTierWarning, stacklevel=3)
+    return fallback
+
+
+_warned: set = set()
+
+
+@functools.cache
+def _fallback_dir() -> pathlib.Path:
+    return pathlib.Path(tempfile.mkdtemp(prefix="dy2stat-native-"))
 
 
 def _write_source(path: pathlib.Path, text: str) -> None:

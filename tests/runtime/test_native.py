@@ -450,6 +450,20 @@ def test_unreadable_cache_files_are_ignored_with_a_warning(tmp_path):
 
 
 @needs_numba
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+def test_a_cache_directory_others_may_write_to_is_not_used(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    directory = native.cache_dir(shared)
+    directory.mkdir()
+    directory.chmod(0o777)  # anyone could plant code there
+    with pytest.warns(lower.NativeTierWarning, match="others may write to it"):
+        dispatcher = native.compile_region(TINY, shared)
+    assert dispatcher(3.0) == (6.0,)
+    assert not list(directory.glob("r*.py"))  # compiled, but not from (or into) it
+
+
+@needs_numba
 def test_a_second_process_starts_native_from_the_cache(w2):
     script = textwrap.dedent(f"""\
         import sys
