@@ -43,6 +43,8 @@ class Transform(enum.Enum):
 
     EXTRA_TEST = "gast.expr: what a `for` loop checks before each iteration (break/return flags)."
     RETURN_VALUE = "str: on a function, the variable the return pass keeps its return value in."
+    RETURNED = ("tuple[bool, bool]: on an if, whether its true / its false branch always ends "
+                "with the function returned (set by the return pass).")
 
 
 Key = Basic | Static | Transform

@@ -5,6 +5,10 @@ variables (`nonlocal`), and `get_state`/`set_state` functions that read and assi
 variables the branches change (their *state*: `names`). A Python predicate runs one branch,
 exactly as the original code. A static predicate traces both branches into the blocks of a
 `cond` op, restoring the state in between, and binds the state to the op's outputs.
+
+A branch after which the function has returned (`returned`, from the return pass) may leave a
+variable unassigned that the other branch assigns: nothing reads it on that path, so the
+variable is the op's output, the returned branch yielding a placeholder for it.
 """
 
 from __future__ import annotations
@@ -31,12 +35,14 @@ _OUTPUT = object()  # a slot's value after the `if` is the cond op's output
 _EXPRESSION = ("the conditional expression",)
 
 
-def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, names=None):
+def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, names=None,
+                   returned=(False, False)):
     """`true_fn()` if `pred` else `false_fn()`; a `cond` op when `pred` is static.
 
     With `names` (the state's names; get/set_state are None when there is no state) the
     branches are statements; without, they are the two expressions of `a if pred else b`
-    and the chosen value is returned.
+    and the chosen value is returned. `returned`: whether the function has returned at the
+    end of the true / the false branch.
     """
     if not values.is_static(pred):
         return true_fn() if pred else false_fn()
@@ -44,7 +50,7 @@ def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, name
     pred = values.as_predicate(pred)
     if names is not None:
         get_state, set_state = values.state_accessors(get_state, set_state)
-        _static_if(pred, true_fn, false_fn, get_state, set_state, names, where)
+        _static_if(pred, true_fn, false_fn, get_state, set_state, names, where, returned)
         return None
     box = [Undefined("value")]
 
@@ -56,14 +62,16 @@ def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, name
     return box[0]
 
 
-def _static_if(pred, true_fn, false_fn, get_state, set_state, names, where) -> None:
+def _static_if(pred, true_fn, false_fn, get_state, set_state, names, where,
+               returned=(False, False)) -> None:
     init = list(get_state())
     program = values.current_program()
     first_block = len(program.blocks)
     plans: dict[int, tuple] = {}
     while True:
         try:
-            _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, plans)
+            _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, plans,
+                   returned)
             return
         except _Replan as replan:
             del program.blocks[first_block:]
@@ -73,7 +81,8 @@ def _static_if(pred, true_fn, false_fn, get_state, set_state, names, where) -> N
             plans[replan.slot] = replan.plan
 
 
-def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, plans) -> None:
+def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, plans,
+           returned) -> None:
     seen: dict[str, list] = {}
 
     def run_true():
@@ -92,7 +101,7 @@ def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, pl
         false_fn()
         out, results = [], []
         for i, f in enumerate(get_state()):
-            slot = _Slot(i, names[i], where, seen["true"][i], seen["yield"][i], f)
+            slot = _Slot(i, names[i], where, seen["true"][i], seen["yield"][i], f, returned)
             unchanged = _same(_mark(slot.t), seen["true_marks"][i]) and \
                 _same(_mark(f), false_marks[i])
             fy, result = slot.merge()
@@ -133,9 +142,10 @@ class _Slot:
     """One state variable after both branches ran: what the false branch yields, and its
     value after the `if` (_OUTPUT: the op's output)."""
 
-    def __init__(self, index, name, where, t, ty, f) -> None:
+    def __init__(self, index, name, where, t, ty, f, returned=(False, False)) -> None:
         self.index, self.name, self.where = index, name, where
         self.t, self.ty, self.f = t, ty, f
+        self.returned = returned  # (true, false): the function has returned after it
 
     def merge(self):
         t, ty, f = self.t, self.ty, self.f
@@ -144,14 +154,15 @@ class _Slot:
                 return self._match(ty, f), _OUTPUT
             if isinstance(f, (Undefined, UndefinedReturnValue)):
                 fy = nest.pack_as(ty, [values.placeholder(v) for v in nest.flatten(ty)])
-                if isinstance(f, UndefinedReturnValue):
+                if isinstance(f, UndefinedReturnValue) or self.returned[1]:
                     return fy, _OUTPUT
                 return fy, self._undefined("true")
             raise self._mismatch(f"{values.describe(t)} in the true branch but "
                                  f"{values.describe(f)} in the false branch")
         if f is t:
             return None, t
-        if isinstance(t, UndefinedReturnValue):
+        if isinstance(t, UndefinedReturnValue) or (isinstance(t, Undefined) and
+                                                   self.returned[0]):
             if values.is_tensor_like(f):  # the true branch must yield a placeholder too
                 spec = nest.pack_as(f, [values.Spec.of(v) for v in nest.flatten(f)])
                 raise _Replan(self.index, ("placeholder", spec))
@@ -161,7 +172,7 @@ class _Slot:
         if isinstance(t, Undefined):
             return None, f if isinstance(f, Undefined) else self._undefined("false")
         if isinstance(f, Undefined):
-            return None, self._undefined("true")
+            return None, t if self.returned[1] else self._undefined("true")
         if not values.is_tensor_like(f) and _same_python_value(t, f):
             return None, t
         raise self._mismatch(f"{values.describe(t)} in the true branch but "

@@ -115,10 +115,16 @@ class _ControlFlow(transformer.Base):
                                  if_false=if_false, body=node.body, orelse=node.orelse,
                                  **self._declared(state))
         get_state, set_state, accessors = self._accessors(state)
-        call = templates.replace(
-            "helpers.convert_ifelse(test, if_true, if_false, get_state, set_state, names)",
-            helpers=self.ctx.helpers, test=node.test, if_true=if_true, if_false=if_false,
-            get_state=get_state, set_state=set_state, names=self._labels(state))
+        template = "helpers.convert_ifelse(test, if_true, if_false, get_state, set_state, names)"
+        fields = dict(helpers=self.ctx.helpers, test=node.test, if_true=if_true,
+                      if_false=if_false, get_state=get_state, set_state=set_state,
+                      names=self._labels(state))
+        returned = anno.getanno(node, anno.Transform.RETURNED, None)
+        if returned is not None:  # what a branch that returned leaves is never read
+            template = template.replace("names)", "names, returned=returned)")
+            fields["returned"] = gast.Tuple([gast.Constant(r, None) for r in returned],
+                                            gast.Load())
+        call = templates.replace(template, **fields)
         return self._undefined(node, state) + defs + accessors + call
 
     def visit_While(self, node: gast.While) -> list[gast.stmt]:

@@ -21,9 +21,11 @@ def contains(node: gast.AST, kind: type, enter_loops: bool) -> bool:
                if isinstance(c, (gast.stmt, gast.excepthandler)))
 
 
-def rewrite(stmts: list, kind: type, flag: str, replace, enter_loops: bool) -> list:
+def rewrite(stmts: list, kind: type, flag: str, replace, enter_loops: bool,
+            on_guard=None) -> list:
     """`stmts` with each `kind` jump replaced by `replace(jump)` (statements that set
-    `flag`), and the statements after anything that may jump wrapped in `if not flag:`."""
+    `flag`), and the statements after anything that may jump wrapped in `if not flag:`
+    (each such guard is handed to `on_guard`)."""
     out: list = []
     for i, stmt in enumerate(stmts):
         if isinstance(stmt, kind):
@@ -35,14 +37,16 @@ def rewrite(stmts: list, kind: type, flag: str, replace, enter_loops: bool) -> l
         for field in ("body", "orelse", "finalbody"):
             if isinstance(getattr(stmt, field, None), list):
                 setattr(stmt, field, rewrite(getattr(stmt, field), kind, flag, replace,
-                                             enter_loops))
+                                             enter_loops, on_guard))
         for handler in getattr(stmt, "handlers", []):
-            handler.body = rewrite(handler.body, kind, flag, replace, enter_loops)
+            handler.body = rewrite(handler.body, kind, flag, replace, enter_loops, on_guard)
         out.append(stmt)
-        rest = rewrite(stmts[i + 1:], kind, flag, replace, enter_loops)
+        rest = rewrite(stmts[i + 1:], kind, flag, replace, enter_loops, on_guard)
         if rest:
             guard = templates.replace("if not flag:\n    rest", flag=flag, rest=rest)
             transformer.stamp(guard, rest[0])
+            if on_guard is not None:
+                on_guard(guard[0])
             out.extend(guard)
         return out
     return out

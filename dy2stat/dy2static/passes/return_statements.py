@@ -15,7 +15,10 @@
 A loop that holds a `return` also stops on the flag. Where the end of the function may be
 reached without a `return`, `retval_0 = None` is set there (what Python returns). Functions
 whose only `return` is their last statement are left as they are. Attaches RETURN_VALUE
-(the name of retval_0) to the function. Requires: nothing; runs after break_continue.
+(the name of retval_0) to the function, and RETURNED to each `if` a branch of which always
+ends with the function returned (`if c: return a`, and the false branch of each
+`if not do_return_0:`): a value such a branch leaves unassigned is never read.
+Requires: nothing; runs after break_continue.
 """
 
 from __future__ import annotations
@@ -39,6 +42,11 @@ class _Returns(transformer.Base):
             if isinstance(loop, _LOOPS) and jumps.contains_in_body_deep(loop, gast.Return):
                 jumps.add_loop_test(loop, do_return)
         falls_off = not _always_returns(node.body)
+        for stmt in _own(node.body):
+            if isinstance(stmt, gast.If):
+                returned = (_always_returns(stmt.body), _always_returns(stmt.orelse))
+                if any(returned):
+                    anno.setanno(stmt, anno.Transform.RETURNED, returned)
 
         def replace(ret: gast.Return) -> list:
             value = ret.value if ret.value is not None else gast.Constant(None, None)
@@ -47,7 +55,9 @@ class _Returns(transformer.Base):
             transformer.stamp(new, ret)
             return new
 
-        body = jumps.rewrite(node.body, gast.Return, do_return, replace, True)
+        body = jumps.rewrite(node.body, gast.Return, do_return, replace, True,
+                             lambda guard: anno.setanno(guard, anno.Transform.RETURNED,
+                                                        (False, True)))
         prologue = templates.replace(
             "do_return = False\nretval = helpers.UndefinedReturnValue()",
             do_return=do_return, retval=retval, helpers=self.ctx.helpers)

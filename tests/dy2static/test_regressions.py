@@ -1,0 +1,170 @@
+"""Regressions the equivalence property found (test_equivalence_property.py), one class of
+failure per section, each reduced to the smallest programs that showed it and the
+variations a user would write next to them. Every function runs eagerly and through
+`to_static` on inputs that take each path; values, dtypes and gradients must agree."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dy2stat as d2s
+from dy2stat import nn
+from dy2stat.dy2static.undefined import UndefinedVariableError
+
+POS = np.array([[1.0, 2.0, 0.5], [0.25, 1.5, 2.0]], np.float32)
+NEG = -POS
+MIX = np.array([[1.0, -2.0, 0.5], [-0.25, 1.5, -2.0]], np.float32)
+
+
+def run_both(fn, *args):
+    """(eager outputs, converted outputs, eager gradient, converted gradient) of fn(*args),
+    the gradient of sum(outputs) with respect to the first (tensor) argument."""
+    results = []
+    for f in (fn, d2s.jit.to_static(fn)):
+        tensors = [d2s.to_tensor(a, stop_gradient=False) if isinstance(a, np.ndarray) else a
+                   for a in args]
+        out = f(*tensors)
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        loss = sum(o.sum() for o in outs)
+        (grad,) = d2s.grad(loss, [tensors[0]], allow_unused=True)
+        results.append(([o.numpy() for o in outs], None if grad is None else grad.numpy()))
+    return results
+
+
+def assert_converted_equals_eager(fn, *inputs):
+    """fn and to_static(fn) agree on each argument tuple of `inputs` (one trace per shape)."""
+    for args in inputs:
+        args = args if isinstance(args, tuple) else (args,)
+        (eager, eager_grad), (converted, converted_grad) = run_both(fn, *args)
+        assert len(converted) == len(eager)
+        for c, e in zip(converted, eager):
+            assert c.dtype == e.dtype and c.shape == e.shape
+            np.testing.assert_allclose(c, e, rtol=1e-5, atol=1e-6)
+        zeros = np.zeros_like(args[0])
+        np.testing.assert_allclose(zeros if converted_grad is None else converted_grad,
+                                   zeros if eager_grad is None else eager_grad, rtol=1e-5)
+
+
+# ----------------------------------------- names assigned only on the path that goes on
+# A tensor-dependent `if` one of whose branches returns: a name the other branch assigns is
+# defined wherever the function goes on, so reading it after the `if` is fine (it used to
+# raise "assigns it only in its false branch").
+
+
+def return_in_true_branch(x):
+    if x.mean() > 0:
+        return x * 2
+    else:
+        t = x + 1
+    return t * 3
+
+
+def return_in_false_branch(x):
+    if x.mean() > 0:
+        t = x + 1
+    else:
+        return x * 2
+    return t * 3
+
+
+def return_in_nested_branch(x, y):
+    if x.mean() > 0:
+        if y.sum() > 0:
+            return x - y
+        t = x * y
+    else:
+        t = x + y
+    return t + 1
+
+
+def return_under_python_if(x, flag):
+    if flag:
+        if x.max() > 1:
+            return x * 0.5
+        t = x * 2
+    else:
+        t = x - 1
+    return d2s.tanh(t)
+
+
+def return_in_branch_of_elif(x):
+    s = x.sum()
+    if s > 5:
+        return x
+    elif s > 0:
+        t = x * 2
+    else:
+        t = -x
+    return t + s
+
+
+def return_then_number_then_tensor(x):
+    if x.mean() > 0:
+        return x
+    else:
+        n = 3
+        t = x * 2
+    return t + n
+
+
+def return_in_tensor_loop_then_loop_local(x):
+    total = x * 0
+    for _ in range(d2s.cast(x[0] > 0, "int64").sum()):
+        if x.max() > 1.5:
+            return total - 1
+        count = 0
+        while x.sum() > -1 and count < 2:
+            count += 1
+            total = total + x
+    return total
+
+
+def test_a_name_assigned_only_where_the_function_goes_on_after_a_return():
+    assert_converted_equals_eager(return_in_true_branch, POS, NEG)
+    assert_converted_equals_eager(return_in_false_branch, POS, NEG)
+    assert_converted_equals_eager(return_in_nested_branch, (POS, POS), (POS, NEG), (NEG, POS))
+    assert_converted_equals_eager(return_under_python_if, (POS, True), (MIX, True),
+                                  (POS * 0.1, True), (NEG, False))
+    assert_converted_equals_eager(return_in_branch_of_elif, POS * 3, POS * 0.1, NEG)
+    assert_converted_equals_eager(return_then_number_then_tensor, POS, NEG)
+    assert_converted_equals_eager(return_in_tensor_loop_then_loop_local, POS, MIX, NEG)
+
+
+class ReturnsEarly(nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.linear(x)
+        if h.mean() > 10:
+            return h
+        else:
+            g = d2s.tanh(h)
+        return g * 2
+
+
+def test_a_layer_that_returns_early_trains_like_eager():
+    eager = ReturnsEarly()
+    converted = ReturnsEarly()
+    converted.set_state_dict(eager.state_dict())
+    d2s.jit.to_static(converted)
+    for data in (POS, NEG):
+        grads = []
+        for model in (eager, converted):
+            loss = model(d2s.to_tensor(data)).sum()
+            grads.append([g.numpy() for g in d2s.grad(loss, model.parameters())])
+        for c, e in zip(*reversed(grads)):
+            np.testing.assert_allclose(c, e, rtol=1e-5, atol=1e-6)
+
+
+def assigned_in_one_branch_without_return(x):
+    if x.mean() > 0:
+        t = x + 1
+    return t * 3
+
+
+def test_a_name_one_branch_leaves_unassigned_without_returning_is_still_an_error():
+    with pytest.raises(UndefinedVariableError, match="'t' is used here"):
+        d2s.jit.to_static(assigned_in_one_branch_without_return)(d2s.to_tensor(POS))
