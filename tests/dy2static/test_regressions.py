@@ -168,3 +168,78 @@ def assigned_in_one_branch_without_return(x):
 def test_a_name_one_branch_leaves_unassigned_without_returning_is_still_an_error():
     with pytest.raises(UndefinedVariableError, match="'t' is used here"):
         d2s.jit.to_static(assigned_in_one_branch_without_return)(d2s.to_tensor(POS))
+
+
+# --------------------------------------------- a value some path gave is kept, not reset
+# A name that some earlier path leaves unassigned was reset to "no value" right before each
+# if/loop that changes it, dropping the value the path taken did give it (even with Python
+# predicates only). It is now bound to "no value" once, where the function starts.
+
+
+def assigned_under_flag_then_changed_under_flag(x, flag):
+    if flag:
+        y = x * 2
+    if flag:
+        y = y + 1
+        x = x + y
+    return x
+
+
+def returned_or_assigned_then_changed(x, k):
+    if k > 1:
+        return x
+    else:
+        t = x + 1
+    t *= 1.5
+    return t
+
+
+def tensor_return_or_assigned_then_changed(x):
+    if x.mean() > 0:
+        return x
+    else:
+        t = x + 1
+    t *= 1.5
+    return t
+
+
+def changed_from_the_previous_iteration(x, n):
+    for i in range(n):
+        if i > 0:
+            prev = prev * 0.5 + x  # noqa: F821 (the previous iteration assigned it)
+        else:
+            prev = x
+    return x * 0 + prev if n > 0 else x
+
+
+def test_a_value_a_path_gave_is_not_reset_before_the_next_statement():
+    assert_converted_equals_eager(assigned_under_flag_then_changed_under_flag, (POS, True),
+                                  (POS, False))
+    assert_converted_equals_eager(returned_or_assigned_then_changed, (POS, 0), (POS, 2))
+    assert_converted_equals_eager(tensor_return_or_assigned_then_changed, POS, NEG)
+    assert_converted_equals_eager(changed_from_the_previous_iteration, (POS, 0), (POS, 1),
+                                  (MIX, 3))
+
+
+class KeepsStep(nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(3, 3)
+
+    def forward(self, x, steps):
+        for i in range(steps):
+            if i == 0:
+                h = self.linear(x)
+            else:
+                h = self.linear(h) + x
+        return h
+
+
+def test_a_layer_keeps_a_value_from_the_previous_iteration():
+    eager = KeepsStep()
+    converted = KeepsStep()
+    converted.set_state_dict(eager.state_dict())
+    d2s.jit.to_static(converted)
+    for steps in (1, 3):
+        e = eager(d2s.to_tensor(POS), steps).numpy()
+        np.testing.assert_allclose(converted(d2s.to_tensor(POS), steps).numpy(), e, rtol=1e-5)

@@ -19,7 +19,9 @@ declare `nonlocal` -- is what it changes that is live after it or read before be
 in it: for an `if` its branch outputs and what a branch reads first, for a loop its carried
 values; from the liveness annotations. An
 attribute (`self.h`) is a name of its own; a subscript (`x[0]`) stands for its container.
-A state name that may be undefined before the statement is bound to `_jst.Undefined(name)`.
+A state name that may be undefined before the statement is bound to `_jst.Undefined(name)`
+at the start of the function (there it has no value yet; binding it right before the
+statement would drop the value a path did give it).
 
 Requires: the analyses (run here), and break_continue (no `break`, `continue` or `else` on
 loops are left; a `for` may carry an EXTRA_TEST).
@@ -86,13 +88,16 @@ class _ControlFlow(transformer.Base):
         self.values_name = ctx.namer.new("values")
         self.globals: list[set[str]] = [set()]  # what the enclosing functions declare global
         self.return_values: list[str | None] = [None]  # their RETURN_VALUE
+        self.unbound: list[set[str]] = [set()]  # their state names some path leaves unbound
 
     def visit_FunctionDef(self, node: gast.FunctionDef) -> gast.FunctionDef:
         self.globals.append(anno.getanno(node, anno.Static.BODY_SCOPE).globals)
         self.return_values.append(anno.getanno(node, anno.Transform.RETURN_VALUE, None))
+        self.unbound.append(set())
         self.generic_visit(node)
         self.globals.pop()
         self.return_values.pop()
+        node.body = self._bind_undefined(sorted(self.unbound.pop())) + node.body
         return node
 
     def _labels(self, state: list[str]) -> gast.Tuple:
@@ -125,7 +130,8 @@ class _ControlFlow(transformer.Base):
             fields["returned"] = gast.Tuple([gast.Constant(r, None) for r in returned],
                                             gast.Load())
         call = templates.replace(template, **fields)
-        return self._undefined(node, state) + defs + accessors + call
+        self._note_undefined(node, state)
+        return defs + accessors + call
 
     def visit_While(self, node: gast.While) -> list[gast.stmt]:
         self.generic_visit(node)
@@ -138,7 +144,8 @@ class _ControlFlow(transformer.Base):
             "helpers.convert_while_loop(loop_test, loop_body, get_state, set_state, names)",
             helpers=self.ctx.helpers, loop_test=loop_test, loop_body=loop_body,
             get_state=get_state, set_state=set_state, names=self._labels(state))
-        return self._undefined(node, state) + defs + accessors + call
+        self._note_undefined(node, state)
+        return defs + accessors + call
 
     def visit_For(self, node: gast.For) -> list[gast.stmt]:
         self.generic_visit(node)
@@ -158,7 +165,8 @@ class _ControlFlow(transformer.Base):
             "names)", helpers=self.ctx.helpers, iterable=node.iter, extra_test=extra_test,
             loop_body=loop_body, get_state=get_state, set_state=set_state,
             names=self._labels(state))
-        return self._undefined(node, state) + defs + accessors + call
+        self._note_undefined(node, state)
+        return defs + accessors + call
 
     def _accessors(self, state: list[str]) -> tuple[str, str, list[gast.stmt]]:
         """The names of get_state/set_state and their defs (None and none without state)."""
@@ -170,15 +178,18 @@ class _ControlFlow(transformer.Base):
                                  **self._declared(state))
         return get_state, set_state, defs
 
-    def _undefined(self, node: gast.stmt, state: list[str]) -> list[gast.stmt]:
-        """`y = _jst.Undefined('y')` for the plain state names some path leaves unbound."""
+    def _note_undefined(self, node: gast.stmt, state: list[str]) -> None:
+        """Remember the plain state names some path to `node` leaves unbound."""
         defined = anno.getanno(node, anno.Static.DEFINED_VARS_IN)
+        self.unbound[-1].update(name for name in state
+                                if name.isidentifier() and defined.maybe_undefined(name))
+
+    def _bind_undefined(self, names: list[str]) -> list[gast.stmt]:
+        """`y = _jst.Undefined('y')` for each of `names`."""
         out = []
-        for name in state:
-            if name.isidentifier() and defined.maybe_undefined(name):
-                out += templates.replace("name = helpers.Undefined(text)", name=name,
-                                         helpers=self.ctx.helpers,
-                                         text=gast.Constant(name, None))
+        for name in names:
+            out += templates.replace("name = helpers.Undefined(text)", name=name,
+                                     helpers=self.ctx.helpers, text=gast.Constant(name, None))
         return out
 
 
