@@ -149,6 +149,8 @@ class _Slot:
 
     def merge(self):
         t, ty, f = self.t, self.ty, self.f
+        if values.is_number(t) and _same_python_value(t, f):
+            return (f if ty is not None else None), t  # the same number either way: kept
         if ty is not None:
             if values.is_tensor_like(f):
                 return self._match(ty, f), _OUTPUT

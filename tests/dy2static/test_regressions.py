@@ -243,3 +243,37 @@ def test_a_layer_keeps_a_value_from_the_previous_iteration():
     for steps in (1, 3):
         e = eager(d2s.to_tensor(POS), steps).numpy()
         np.testing.assert_allclose(converted(d2s.to_tensor(POS), steps).numpy(), e, rtol=1e-5)
+
+
+# ------------------------------------ a number both branches give the same stays a number
+# A Python number that both branches of a tensor-dependent `if` set to the same value is
+# that number after the `if`, as in eager (it became a 0-D tensor, which cannot index a
+# list or stand where Python needs an int).
+
+
+def same_number_in_both_branches(x):
+    if x.mean() > 0:
+        n, scale = 2, 0.5
+        y = x * scale
+    else:
+        n, scale = 2, 0.5
+        y = -x * scale
+    return [x, x * 2, y][n] * scale
+
+
+def same_flag_in_both_branches_then_python_if(x):
+    done = False
+    if x.sum() > 0:
+        done = True
+        y = x + 1
+    else:
+        done = True
+        y = x - 1
+    if done:
+        y = y * 2
+    return y
+
+
+def test_a_number_both_branches_give_the_same_value_stays_that_number():
+    assert_converted_equals_eager(same_number_in_both_branches, POS, NEG)
+    assert_converted_equals_eager(same_flag_in_both_branches_then_python_if, POS, NEG)
