@@ -43,8 +43,9 @@ class Transform(enum.Enum):
 
     EXTRA_TEST = "gast.expr: what a `for` loop checks before each iteration (break/return flags)."
     RETURN_VALUE = "str: on a function, the variable the return pass keeps its return value in."
-    RETURNED = ("tuple[bool, bool]: on an if, whether its true / its false branch always ends "
-                "with the function returned (set by the return pass).")
+    RETURN_FLAG = "str: on a function, the flag the return pass sets where the function returns."
+    RETURN_GUARD = ("bool: on an `if not do_return:` the return pass made: its false branch runs "
+                    "only where the function has returned.")
 
 
 Key = Basic | Static | Transform

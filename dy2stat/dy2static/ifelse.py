@@ -6,9 +6,10 @@ variables the branches change (their *state*: `names`). A Python predicate runs 
 exactly as the original code. A static predicate traces both branches into the blocks of a
 `cond` op, restoring the state in between, and binds the state to the op's outputs.
 
-A branch after which the function has returned (`returned`, from the return pass) may leave a
-variable unassigned that the other branch assigns: nothing reads it on that path, so the
-variable is the op's output, the returned branch yielding a placeholder for it.
+A branch after which the function has returned (it set the return pass's `return_flag` to
+True, or `returned` says so) may leave a variable unassigned that the other branch assigns:
+nothing reads it on that path, so the variable is the op's output, the returned branch
+yielding a placeholder for it.
 """
 
 from __future__ import annotations
@@ -36,13 +37,14 @@ _EXPRESSION = ("the conditional expression",)
 
 
 def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, names=None,
-                   returned=(False, False)):
+                   return_flag=None, returned=(False, False)):
     """`true_fn()` if `pred` else `false_fn()`; a `cond` op when `pred` is static.
 
     With `names` (the state's names; get/set_state are None when there is no state) the
     branches are statements; without, they are the two expressions of `a if pred else b`
-    and the chosen value is returned. `returned`: whether the function has returned at the
-    end of the true / the false branch.
+    and the chosen value is returned. `return_flag`: the name among `names` of the flag
+    set where the function returns; `returned`: whether the function has returned at the
+    end of the true / the false branch whatever the flag says.
     """
     if not values.is_static(pred):
         return true_fn() if pred else false_fn()
@@ -50,7 +52,9 @@ def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, name
     pred = values.as_predicate(pred)
     if names is not None:
         get_state, set_state = values.state_accessors(get_state, set_state)
-        _static_if(pred, true_fn, false_fn, get_state, set_state, names, where, returned)
+        flag = names.index(return_flag) if return_flag in names else None
+        _static_if(pred, true_fn, false_fn, get_state, set_state, names, where,
+                   (returned, flag))
         return None
     box = [Undefined("value")]
 
@@ -63,7 +67,7 @@ def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, name
 
 
 def _static_if(pred, true_fn, false_fn, get_state, set_state, names, where,
-               returned=(False, False)) -> None:
+               returns=((False, False), None)) -> None:
     init = list(get_state())
     program = values.current_program()
     first_block = len(program.blocks)
@@ -71,7 +75,7 @@ def _static_if(pred, true_fn, false_fn, get_state, set_state, names, where,
     while True:
         try:
             _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, plans,
-                   returned)
+                   returns)
             return
         except _Replan as replan:
             del program.blocks[first_block:]
@@ -82,8 +86,12 @@ def _static_if(pred, true_fn, false_fn, get_state, set_state, names, where,
 
 
 def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, plans,
-           returned) -> None:
+           returns) -> None:
     seen: dict[str, list] = {}
+    returned, flag = returns
+
+    def has_returned(branch: int, state: list) -> bool:
+        return returned[branch] or (flag is not None and state[flag] is True)
 
     def run_true():
         seen["true_entry"] = values.snapshot(init)
@@ -100,8 +108,11 @@ def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, pl
         set_state(seen["false_entry"])
         false_fn()
         out, results = [], []
-        for i, f in enumerate(get_state()):
-            slot = _Slot(i, names[i], where, seen["true"][i], seen["yield"][i], f, returned)
+        state = list(get_state())
+        branches_returned = (has_returned(0, seen["true"]), has_returned(1, state))
+        for i, f in enumerate(state):
+            slot = _Slot(i, names[i], where, seen["true"][i], seen["yield"][i], f,
+                         branches_returned)
             unchanged = _same(_mark(slot.t), seen["true_marks"][i]) and \
                 _same(_mark(f), false_marks[i])
             fy, result = slot.merge()

@@ -47,9 +47,10 @@ def assert_converted_equals_eager(fn, *inputs):
 
 
 # ----------------------------------------- names assigned only on the path that goes on
-# A tensor-dependent `if` one of whose branches returns: a name the other branch assigns is
-# defined wherever the function goes on, so reading it after the `if` is fine (it used to
-# raise "assigns it only in its false branch").
+# A tensor-dependent `if` one of whose branches returns (always, or on the path a Python
+# predicate inside it took): a name the other branch assigns is defined wherever the
+# function goes on, so reading it after the `if` is fine (it used to raise "assigns it only
+# in its false branch").
 
 
 def return_in_true_branch(x):
@@ -120,6 +121,26 @@ def return_in_tensor_loop_then_loop_local(x):
     return total
 
 
+def returns_on_both_paths_one_under_a_python_if(x, flag):
+    if x.mean() > 0:
+        if flag:
+            return x * 2
+        t = x
+    else:
+        return x - 1
+    return t * 3
+
+
+def returns_in_the_python_else_of_an_elif(x, flag):
+    if x.mean() > 0:
+        s = x.sum()
+    elif flag:
+        s = x.max()
+    else:
+        return x
+    return x + s
+
+
 def test_a_name_assigned_only_where_the_function_goes_on_after_a_return():
     assert_converted_equals_eager(return_in_true_branch, POS, NEG)
     assert_converted_equals_eager(return_in_false_branch, POS, NEG)
@@ -129,6 +150,10 @@ def test_a_name_assigned_only_where_the_function_goes_on_after_a_return():
     assert_converted_equals_eager(return_in_branch_of_elif, POS * 3, POS * 0.1, NEG)
     assert_converted_equals_eager(return_then_number_then_tensor, POS, NEG)
     assert_converted_equals_eager(return_in_tensor_loop_then_loop_local, POS, MIX, NEG)
+    assert_converted_equals_eager(returns_on_both_paths_one_under_a_python_if, (POS, True),
+                                  (NEG, True), (POS, False))
+    assert_converted_equals_eager(returns_in_the_python_else_of_an_elif, (POS, False),
+                                  (NEG, False), (NEG, True))
 
 
 class ReturnsEarly(nn.Layer):

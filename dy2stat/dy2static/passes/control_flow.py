@@ -88,15 +88,18 @@ class _ControlFlow(transformer.Base):
         self.values_name = ctx.namer.new("values")
         self.globals: list[set[str]] = [set()]  # what the enclosing functions declare global
         self.return_values: list[str | None] = [None]  # their RETURN_VALUE
+        self.return_flags: list[str | None] = [None]  # their RETURN_FLAG
         self.unbound: list[set[str]] = [set()]  # their state names some path leaves unbound
 
     def visit_FunctionDef(self, node: gast.FunctionDef) -> gast.FunctionDef:
         self.globals.append(anno.getanno(node, anno.Static.BODY_SCOPE).globals)
         self.return_values.append(anno.getanno(node, anno.Transform.RETURN_VALUE, None))
+        self.return_flags.append(anno.getanno(node, anno.Transform.RETURN_FLAG, None))
         self.unbound.append(set())
         self.generic_visit(node)
         self.globals.pop()
         self.return_values.pop()
+        self.return_flags.pop()
         node.body = self._bind_undefined(sorted(self.unbound.pop())) + node.body
         return node
 
@@ -120,16 +123,17 @@ class _ControlFlow(transformer.Base):
                                  if_false=if_false, body=node.body, orelse=node.orelse,
                                  **self._declared(state))
         get_state, set_state, accessors = self._accessors(state)
-        template = "helpers.convert_ifelse(test, if_true, if_false, get_state, set_state, names)"
-        fields = dict(helpers=self.ctx.helpers, test=node.test, if_true=if_true,
-                      if_false=if_false, get_state=get_state, set_state=set_state,
-                      names=self._labels(state))
-        returned = anno.getanno(node, anno.Transform.RETURNED, None)
-        if returned is not None:  # what a branch that returned leaves is never read
-            template = template.replace("names)", "names, returned=returned)")
-            fields["returned"] = gast.Tuple([gast.Constant(r, None) for r in returned],
-                                            gast.Load())
-        call = templates.replace(template, **fields)
+        # Where the function has returned, what a branch leaves unassigned is never read.
+        keywords = ""
+        if self.return_flags[-1] in state:
+            keywords += ", return_flag=flag"
+        if anno.getanno(node, anno.Transform.RETURN_GUARD, False):
+            keywords += ", returned=(False, True)"
+        call = templates.replace(
+            "helpers.convert_ifelse(test, if_true, if_false, get_state, set_state, names"
+            f"{keywords})", helpers=self.ctx.helpers, test=node.test, if_true=if_true,
+            if_false=if_false, get_state=get_state, set_state=set_state,
+            names=self._labels(state), flag=gast.Constant(self.return_flags[-1], None))
         self._note_undefined(node, state)
         return defs + accessors + call
 

@@ -15,9 +15,9 @@
 A loop that holds a `return` also stops on the flag. Where the end of the function may be
 reached without a `return`, `retval_0 = None` is set there (what Python returns). Functions
 whose only `return` is their last statement are left as they are. Attaches RETURN_VALUE
-(the name of retval_0) to the function, and RETURNED to each `if` a branch of which always
-ends with the function returned (`if c: return a`, and the false branch of each
-`if not do_return_0:`): a value such a branch leaves unassigned is never read.
+(the name of retval_0) and RETURN_FLAG (do_return_0) to the function, and RETURN_GUARD to
+each `if not do_return_0:` it makes. (Where the function has returned -- a branch that set
+the flag, the false branch of a guard -- a name left unassigned is never read.)
 Requires: nothing; runs after break_continue.
 """
 
@@ -42,11 +42,6 @@ class _Returns(transformer.Base):
             if isinstance(loop, _LOOPS) and jumps.contains_in_body_deep(loop, gast.Return):
                 jumps.add_loop_test(loop, do_return)
         falls_off = not _always_returns(node.body)
-        for stmt in _own(node.body):
-            if isinstance(stmt, gast.If):
-                returned = (_always_returns(stmt.body), _always_returns(stmt.orelse))
-                if any(returned):
-                    anno.setanno(stmt, anno.Transform.RETURNED, returned)
 
         def replace(ret: gast.Return) -> list:
             value = ret.value if ret.value is not None else gast.Constant(None, None)
@@ -56,8 +51,8 @@ class _Returns(transformer.Base):
             return new
 
         body = jumps.rewrite(node.body, gast.Return, do_return, replace, True,
-                             lambda guard: anno.setanno(guard, anno.Transform.RETURNED,
-                                                        (False, True)))
+                             lambda guard: anno.setanno(guard, anno.Transform.RETURN_GUARD,
+                                                        True))
         prologue = templates.replace(
             "do_return = False\nretval = helpers.UndefinedReturnValue()",
             do_return=do_return, retval=retval, helpers=self.ctx.helpers)
@@ -68,6 +63,7 @@ class _Returns(transformer.Base):
         transformer.stamp(epilogue + exit_, node.body[-1])
         node.body = prologue + body + epilogue + exit_
         anno.setanno(node, anno.Transform.RETURN_VALUE, retval)
+        anno.setanno(node, anno.Transform.RETURN_FLAG, do_return)
         return node
 
 
