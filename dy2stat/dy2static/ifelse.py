@@ -118,6 +118,8 @@ def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, pl
             fy, result = slot.merge()
             out.append(fy)
             results.append(init[i] if unchanged and result is _OUTPUT else result)
+        if flag is not None and all(branches_returned):
+            results[flag] = True  # returned either way (a guard's false branch leaves a tensor)
         seen["results"] = results
         return out
 

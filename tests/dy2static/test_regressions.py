@@ -141,6 +141,46 @@ def returns_in_the_python_else_of_an_elif(x, flag):
     return x + s
 
 
+def returns_after_a_tensor_loop_that_may_return(x, y):
+    if (x * y).sum() > 2:
+        for _ in range(d2s.cast(x[0] > 0, "int64").sum()):
+            return x + 1
+        return x
+    else:
+        t = y
+    return t * 2
+
+
+def returns_after_a_branch_that_may_return(x, y, c):
+    if x.mean() > 0:
+        t = y
+    else:
+        if y.mean() > c:
+            u = x
+        else:
+            return y + 1
+        return u * 2
+    return t - 1
+
+
+def helper_that_returns_on_every_path(a, b):
+    if b < 0.5:
+        t = a * 2
+    else:
+        if (a * a).sum() < 1:
+            return a + 3
+        return a * 0.5
+    return t - t
+
+
+def calls_a_helper_with_a_tensor_turned_number(x, c):
+    for _ in range(2):
+        x = x + helper_that_returns_on_every_path(x, c).min()
+        if x.max() < 0:
+            c = c * 0.5
+    return x
+
+
 def test_a_name_assigned_only_where_the_function_goes_on_after_a_return():
     assert_converted_equals_eager(return_in_true_branch, POS, NEG)
     assert_converted_equals_eager(return_in_false_branch, POS, NEG)
@@ -154,6 +194,12 @@ def test_a_name_assigned_only_where_the_function_goes_on_after_a_return():
                                   (NEG, True), (POS, False))
     assert_converted_equals_eager(returns_in_the_python_else_of_an_elif, (POS, False),
                                   (NEG, False), (NEG, True))
+    assert_converted_equals_eager(returns_after_a_tensor_loop_that_may_return, (POS, POS),
+                                  (NEG, POS), (MIX, NEG))
+    assert_converted_equals_eager(returns_after_a_branch_that_may_return, (POS, POS, 0.0),
+                                  (NEG, POS, 0.0), (NEG, NEG, 0.0))
+    assert_converted_equals_eager(calls_a_helper_with_a_tensor_turned_number, (POS, 1.0),
+                                  (NEG, 1.0), (NEG * 0.1, 0.25))
 
 
 class ReturnsEarly(nn.Layer):
