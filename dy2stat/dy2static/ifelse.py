@@ -53,21 +53,23 @@ def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, name
     if names is not None:
         get_state, set_state = values.state_accessors(get_state, set_state)
         flag = names.index(return_flag) if return_flag in names else None
-        _static_if(pred, true_fn, false_fn, get_state, set_state, names, where,
-                   (returned, flag))
+        static_if(pred, true_fn, false_fn, get_state, set_state, names, where,
+                  (returned, flag))
         return None
     box = [Undefined("value")]
 
     def branch(fn):
         return lambda: box.__setitem__(0, fn())
 
-    _static_if(pred, branch(true_fn), branch(false_fn), lambda: (box[0],),
-               lambda state: box.__setitem__(0, state[0]), _EXPRESSION, where)
+    static_if(pred, branch(true_fn), branch(false_fn), lambda: (box[0],),
+              lambda state: box.__setitem__(0, state[0]), _EXPRESSION, where)
     return box[0]
 
 
-def _static_if(pred, true_fn, false_fn, get_state, set_state, names, where,
-               returns=((False, False), None)) -> None:
+def static_if(pred, true_fn, false_fn, get_state, set_state, names, where,
+              returns=((False, False), None)) -> None:
+    """A `cond` op on the bool Variable `pred` whose branches change the state; `where` is
+    the user's statement, `returns` (returned, index of the return flag) as above."""
     init = list(get_state())
     program = values.current_program()
     first_block = len(program.blocks)

@@ -10,7 +10,7 @@ the current state.
 
 from __future__ import annotations
 
-from dy2stat.dy2static import sequences, values
+from dy2stat.dy2static import ifelse, sequences, values
 from dy2stat.dy2static.errors import Dy2StaticError
 from dy2stat.dy2static.tensor_array import TensorArray
 from dy2stat.dy2static.undefined import Undefined, UndefinedReturnValue, is_undefined
@@ -61,7 +61,9 @@ def convert_for_loop(iterable, extra_test, body, get_state=None, set_state=None,
             ok = extra_test()
             if values.is_static(ok):
                 rest = sequences.rest_of(iterable, consumed, iterator)
-                if rest is not None:
+                if isinstance(rest, list):
+                    _guarded_for(rest, extra_test, body, get_state, set_state, names, where)
+                elif rest is not None:
                     _static_for(rest, extra_test, body, get_state, set_state, names, where)
                 return
             if not ok:
@@ -72,6 +74,20 @@ def convert_for_loop(iterable, extra_test, body, get_state=None, set_state=None,
             return
         consumed += 1
         body(item)
+
+
+def _guarded_for(items, extra_test, body, get_state, set_state, names, where) -> None:
+    """The iterations left over items a while op cannot index (layers, say), in Python: each
+    one a cond on the loop's static test (its break/return flags)."""
+    for item in items:
+        ok = extra_test()
+        if not values.is_static(ok):
+            if not ok:
+                return
+            body(item)
+            continue
+        ifelse.static_if(values.as_predicate(ok), lambda item=item: body(item), lambda: None,
+                         get_state, set_state, names, where)
 
 
 def _static_for(seq, extra_test, body, get_state, set_state, names, where) -> None:

@@ -348,3 +348,80 @@ def same_flag_in_both_branches_then_python_if(x):
 def test_a_number_both_branches_give_the_same_value_stays_that_number():
     assert_converted_equals_eager(same_number_in_both_branches, POS, NEG)
     assert_converted_equals_eager(same_flag_in_both_branches_then_python_if, POS, NEG)
+
+
+# ------------------------------- a tensor-dependent break or return in a for over layers
+# A Python `for` whose break (or return) flag becomes a tensor goes on as a while op over
+# the items left, stacked into a tensor. Items that cannot be stacked -- the layers of a
+# LayerList, tensors of different shapes -- failed ("stack: cannot use a Block"); each
+# iteration left now runs in Python under a cond on the flag.
+
+
+class BreaksOutOfLayers(nn.Layer):
+    def __init__(self, depth=3):
+        super().__init__()
+        self.blocks = nn.LayerList([nn.Linear(3, 3) for _ in range(depth)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = d2s.tanh(block(x)) + x
+            if x.mean() > 0.5:
+                break
+        return x
+
+
+class ReturnsFromLayers(BreaksOutOfLayers):
+    def forward(self, x):
+        for i, block in enumerate(self.blocks):
+            h = block(x)
+            if h.sum() > 1:
+                return h * i
+            x = x + h
+        return x
+
+
+class ContinuesOverLayers(BreaksOutOfLayers):
+    def forward(self, x):
+        total = x * 0
+        for block in self.blocks:
+            h = block(x)
+            if h.mean() < 0:
+                continue
+            total = total + h
+            if total.sum() > 4:
+                break
+        return total
+
+
+def breaks_out_of_tensors_of_two_shapes(x):
+    total = x[0] * 0
+    for t in [x[0], x, x[1] * 2]:
+        total = total + t.sum(axis=0)  # [3] + [] or [3] + [3]
+        if total.max() > 2:
+            break
+    return total
+
+
+@pytest.mark.parametrize("layer", [BreaksOutOfLayers, ReturnsFromLayers, ContinuesOverLayers])
+def test_a_tensor_dependent_jump_in_a_for_over_layers(layer):
+    d2s.seed(0)
+    eager = layer()
+    converted = layer()
+    converted.set_state_dict(eager.state_dict())
+    d2s.jit.to_static(converted)
+    for data in (POS, NEG, MIX, POS * 0.1):
+        grads = []
+        outs = []
+        for model in (eager, converted):
+            out = model(d2s.to_tensor(data))
+            outs.append(out.numpy())
+            params = model.parameters()
+            grads.append([np.zeros(p.shape) if g is None else g.numpy() for p, g in
+                          zip(params, d2s.grad(out.sum(), params, allow_unused=True))])
+        np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5, atol=1e-6)
+        for c, e in zip(grads[1], grads[0]):
+            np.testing.assert_allclose(c, e, rtol=1e-5, atol=1e-6)
+
+
+def test_a_tensor_dependent_break_in_a_for_over_tensors_of_two_shapes():
+    assert_converted_equals_eager(breaks_out_of_tensors_of_two_shapes, POS, NEG, MIX)
