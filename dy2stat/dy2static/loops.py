@@ -153,17 +153,29 @@ def _prepare(init, body, get_state, set_state, names, where, program) -> list:
 
 
 def _trial(body, get_state, set_state, init, program) -> list:
-    """The state after one iteration of the body, traced into a block that is then dropped."""
+    """The state after one iteration of the body, traced into a block that is then dropped.
+
+    The body sees the carried values as it will in the while op, as Variables, so that it
+    takes the same paths (`if n > 1` on a carried number is a cond there)."""
     first_block = len(program.blocks)
     block = program.create_block(framework.current_block().idx)
     try:
         with framework.block_guard(block):
-            set_state(values.snapshot(init))
+            set_state([_as_carried(v) for v in values.snapshot(init)])
             body()
             return list(get_state())
     finally:
         del program.blocks[first_block:]
         set_state(init)
+
+
+def _as_carried(value):
+    """`value` as a while op's body sees it if the op carries it: numbers and eager tensors
+    as Variables (placeholders), Variables as they are; anything else unchanged."""
+    if isinstance(value, TensorArray) or not values.is_tensor_like(value):
+        return value
+    return nest.pack_as(value, [v if values.is_static(v) else values.placeholder(v)
+                                for v in nest.flatten(value)])
 
 
 def _build(test, body, get_state, set_state, names, where, init) -> list:

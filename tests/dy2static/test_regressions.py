@@ -425,3 +425,24 @@ def test_a_tensor_dependent_jump_in_a_for_over_layers(layer):
 
 def test_a_tensor_dependent_break_in_a_for_over_tensors_of_two_shapes():
     assert_converted_equals_eager(breaks_out_of_tensors_of_two_shapes, POS, NEG, MIX)
+
+
+# ------------------------------------- what a while op's trial iteration sees
+# Before building a while op, one trial iteration of the body learns the values it first
+# defines (a return value, say). The trial saw the carried numbers as Python numbers, where
+# the loop sees tensors, so it took other paths: a return under `if n > 1` was missed
+# ("a UndefinedReturnValue before this tensor-dependent loop").
+
+
+def returns_under_a_test_of_the_counter(x):
+    n = 0
+    while x.max() < 1.5 and n < 3:
+        n += 1
+        if n > 1:
+            return x * n
+        x = x + 0.25
+    return x - 1
+
+
+def test_the_trial_iteration_of_a_while_op_sees_what_the_loop_sees():
+    assert_converted_equals_eager(returns_under_a_test_of_the_counter, POS, NEG, POS * 0.1)
