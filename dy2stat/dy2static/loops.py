@@ -143,11 +143,13 @@ def _prepare(init, body, get_state, set_state, names, where, program) -> list:
     for i, (before, now) in enumerate(zip(init, after)):
         if is_undefined(before) and values.is_tensor_like(now):
             prepared[i] = nest.pack_as(now, [values.placeholder(v) for v in nest.flatten(now)])
-        elif isinstance(before, list) and isinstance(now, list) and len(now) != len(before):
+        elif isinstance(before, list) and (
+                isinstance(now, TensorArray)  # an inner loop grows it
+                or isinstance(now, list) and len(now) != len(before)):
             if before:
                 prepared[i] = TensorArray.from_list(before)
             else:
-                spec = values.Spec.of(now[0])
+                spec = values.Spec.of(now[0] if isinstance(now, list) else now.buffer[0])
                 prepared[i] = TensorArray.empty(spec.shape, spec.dtype)
     return prepared
 

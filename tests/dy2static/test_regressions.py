@@ -427,11 +427,13 @@ def test_a_tensor_dependent_break_in_a_for_over_tensors_of_two_shapes():
     assert_converted_equals_eager(breaks_out_of_tensors_of_two_shapes, POS, NEG, MIX)
 
 
-# ------------------------------------- what a while op's trial iteration sees
+# ------------------------------------- what a while op's trial iteration sees, and learns
 # Before building a while op, one trial iteration of the body learns the values it first
-# defines (a return value, say). The trial saw the carried numbers as Python numbers, where
-# the loop sees tensors, so it took other paths: a return under `if n > 1` was missed
-# ("a UndefinedReturnValue before this tensor-dependent loop").
+# defines (a return value, say) and the lists it grows. The trial saw the carried numbers as
+# Python numbers, where the loop sees tensors, so it took other paths: a return under
+# `if n > 1` was missed ("a UndefinedReturnValue before this tensor-dependent loop"). And a
+# list an inner tensor-dependent loop appends to became a tensor array there, which the
+# outer loop did not expect ("becomes a TensorArray in the body").
 
 
 def returns_under_a_test_of_the_counter(x):
@@ -444,5 +446,16 @@ def returns_under_a_test_of_the_counter(x):
     return x - 1
 
 
+def grows_a_list_in_an_inner_tensor_loop(x):
+    out = [x]
+    n = 0
+    while x.max() > -1 and n < 2:
+        n += 1
+        for _ in range(d2s.cast(x[0] > 0, "int64").sum()):
+            out.append(out[-1] * 0.5)
+    return d2s.stack(out).sum(axis=0) + len(out)
+
+
 def test_the_trial_iteration_of_a_while_op_sees_what_the_loop_sees():
     assert_converted_equals_eager(returns_under_a_test_of_the_counter, POS, NEG, POS * 0.1)
+    assert_converted_equals_eager(grows_a_list_in_an_inner_tensor_loop, POS, MIX, NEG)
