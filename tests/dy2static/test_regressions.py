@@ -459,3 +459,65 @@ def grows_a_list_in_an_inner_tensor_loop(x):
 def test_the_trial_iteration_of_a_while_op_sees_what_the_loop_sees():
     assert_converted_equals_eager(returns_under_a_test_of_the_counter, POS, NEG, POS * 0.1)
     assert_converted_equals_eager(grows_a_list_in_an_inner_tensor_loop, POS, MIX, NEG)
+
+
+# ------------------------ a name assigned only where the iteration goes on after a jump
+# The break/continue counterpart of the section on returns: after `if c: continue` (or
+# break) `else: t = ...`, a read of t is fine (it raised "assigns it only in its false
+# branch"). The statements after an `if` one of whose branches always jumps now go into
+# its other branch.
+
+
+def continue_or_assign(x):
+    total = x * 0
+    for i in range(d2s.cast(x[0] > -10, "int64").sum()):
+        if (x * i).sum() > 1:
+            continue
+        else:
+            t = d2s.tanh(x) * i
+        total = total + t
+    return total
+
+
+def break_or_assign_in_an_elif(x):
+    total = x * 0
+    n = 0
+    while n < 4:
+        n += 1
+        if total.sum() > 3:
+            break
+        elif x.mean() > 0:
+            t = x * n
+        else:
+            t = -x
+        total = total + t
+    return total
+
+
+class ContinueOverLayers(nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.LayerList([nn.Linear(3, 3) for _ in range(3)])
+
+    def forward(self, x):
+        total = x * 0
+        for block in self.blocks:
+            if x.mean() > 1:
+                continue
+            else:
+                h = block(x)
+            total = total + h
+            x = x + 0.5
+        return total
+
+
+def test_a_name_assigned_only_where_the_iteration_goes_on_after_a_jump():
+    assert_converted_equals_eager(continue_or_assign, POS, NEG, MIX)
+    assert_converted_equals_eager(break_or_assign_in_an_elif, POS, NEG, MIX)
+    eager = ContinueOverLayers()
+    converted = ContinueOverLayers()
+    converted.set_state_dict(eager.state_dict())
+    d2s.jit.to_static(converted)
+    for data in (POS * 0.1, NEG, POS * 2):
+        np.testing.assert_allclose(converted(d2s.to_tensor(data)).numpy(),
+                                   eager(d2s.to_tensor(data)).numpy(), rtol=1e-5, atol=1e-6)

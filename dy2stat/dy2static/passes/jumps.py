@@ -25,7 +25,8 @@ def rewrite(stmts: list, kind: type, flag: str, replace, enter_loops: bool,
             on_guard=None) -> list:
     """`stmts` with each `kind` jump replaced by `replace(jump)` (statements that set
     `flag`), and the statements after anything that may jump wrapped in `if not flag:`
-    (each such guard is handed to `on_guard`)."""
+    (each such guard is handed to `on_guard`) -- or, after an `if` one branch of which
+    always jumps, moved into its other branch (where what that branch assigns is read)."""
     out: list = []
     for i, stmt in enumerate(stmts):
         if isinstance(stmt, kind):
@@ -34,6 +35,13 @@ def rewrite(stmts: list, kind: type, flag: str, replace, enter_loops: bool,
         if not contains(stmt, kind, enter_loops):
             out.append(stmt)
             continue
+        rest = stmts[i + 1:]
+        if isinstance(stmt, gast.If) and rest:
+            jumps = [always_jumps(branch, kind) for branch in (stmt.body, stmt.orelse)]
+            if any(jumps):  # the rest only runs after the other branch: move it there
+                if not all(jumps):
+                    (stmt.orelse if jumps[0] else stmt.body).extend(rest)
+                rest = []
         for field in ("body", "orelse", "finalbody"):
             if isinstance(getattr(stmt, field, None), list):
                 setattr(stmt, field, rewrite(getattr(stmt, field), kind, flag, replace,
@@ -41,7 +49,7 @@ def rewrite(stmts: list, kind: type, flag: str, replace, enter_loops: bool,
         for handler in getattr(stmt, "handlers", []):
             handler.body = rewrite(handler.body, kind, flag, replace, enter_loops, on_guard)
         out.append(stmt)
-        rest = rewrite(stmts[i + 1:], kind, flag, replace, enter_loops, on_guard)
+        rest = rewrite(rest, kind, flag, replace, enter_loops, on_guard)
         if rest:
             guard = templates.replace("if not flag:\n    rest", flag=flag, rest=rest)
             transformer.stamp(guard, rest[0])
@@ -50,6 +58,17 @@ def rewrite(stmts: list, kind: type, flag: str, replace, enter_loops: bool,
             out.extend(guard)
         return out
     return out
+
+
+def always_jumps(stmts: list, kind: type) -> bool:
+    """Whether every path through `stmts` ends in a `kind` jump (a syntactic check)."""
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, kind):
+        return True
+    return isinstance(last, gast.If) and always_jumps(last.body, kind) and \
+        always_jumps(last.orelse, kind)
 
 
 def add_loop_test(loop: gast.While | gast.For, flag: str) -> None:
