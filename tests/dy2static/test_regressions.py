@@ -283,6 +283,22 @@ def changed_from_the_previous_iteration(x, n):
     return x * 0 + prev if n > 0 else x
 
 
+def set_in_both_branches_in_a_loop_body(x, c, n):
+    total = x * 0
+    for _ in range(n):
+        if x.max() > c:
+            k = 1
+        else:
+            k = 3
+        k -= 2
+        total = total + x * k
+    return total
+
+
+def set_in_both_branches_in_a_tensor_loop_body(x, c):
+    return set_in_both_branches_in_a_loop_body(x, c, d2s.cast(x[0] > -10, "int64").sum())
+
+
 def test_a_value_a_path_gave_is_not_reset_before_the_next_statement():
     assert_converted_equals_eager(assigned_under_flag_then_changed_under_flag, (POS, True),
                                   (POS, False))
@@ -290,6 +306,10 @@ def test_a_value_a_path_gave_is_not_reset_before_the_next_statement():
     assert_converted_equals_eager(tensor_return_or_assigned_then_changed, POS, NEG)
     assert_converted_equals_eager(changed_from_the_previous_iteration, (POS, 0), (POS, 1),
                                   (MIX, 3))
+    assert_converted_equals_eager(set_in_both_branches_in_a_loop_body, (POS, 1.0, 2),
+                                  (NEG, 1.0, 2))
+    assert_converted_equals_eager(set_in_both_branches_in_a_tensor_loop_body, (POS, 1.0),
+                                  (NEG, 1.0))
 
 
 class KeepsStep(nn.Layer):

@@ -20,8 +20,8 @@ in it: for an `if` its branch outputs and what a branch reads first, for a loop 
 values; from the liveness annotations. An
 attribute (`self.h`) is a name of its own; a subscript (`x[0]`) stands for its container.
 A state name that may be undefined before the statement is bound to `_jst.Undefined(name)`
-at the start of the function (there it has no value yet; binding it right before the
-statement would drop the value a path did give it).
+at the start of the function or generated body it is a local of (there it has no value yet;
+binding it right before the statement would drop the value a path did give it).
 
 Requires: the analyses (run here), and break_continue (no `break`, `continue` or `else` on
 loops are left; a `for` may carry an EXTRA_TEST).
@@ -89,18 +89,17 @@ class _ControlFlow(transformer.Base):
         self.globals: list[set[str]] = [set()]  # what the enclosing functions declare global
         self.return_values: list[str | None] = [None]  # their RETURN_VALUE
         self.return_flags: list[str | None] = [None]  # their RETURN_FLAG
-        self.unbound: list[set[str]] = [set()]  # their state names some path leaves unbound
+        # Per function or generated body: the state names some path leaves unbound.
+        self.unbound: list[set[str]] = [set()]
 
     def visit_FunctionDef(self, node: gast.FunctionDef) -> gast.FunctionDef:
         self.globals.append(anno.getanno(node, anno.Static.BODY_SCOPE).globals)
         self.return_values.append(anno.getanno(node, anno.Transform.RETURN_VALUE, None))
         self.return_flags.append(anno.getanno(node, anno.Transform.RETURN_FLAG, None))
-        self.unbound.append(set())
-        self.generic_visit(node)
+        node.body = self._visit_body(node.body, ())
         self.globals.pop()
         self.return_values.pop()
         self.return_flags.pop()
-        node.body = self._bind_undefined(sorted(self.unbound.pop())) + node.body
         return node
 
     def _labels(self, state: list[str]) -> gast.Tuple:
@@ -117,7 +116,9 @@ class _ControlFlow(transformer.Base):
     def visit_If(self, node: gast.If) -> list[gast.stmt]:
         # Read the branches' annotations before converting what is inside them.
         state = _state_names(set(liveness.branch_outputs(node)) | _read_first(node))
-        self.generic_visit(node)
+        node.test = self.visit(node.test)
+        node.body = self._visit_body(node.body, state)
+        node.orelse = self._visit_body(node.orelse, state) if node.orelse else []
         if_true, if_false = self.new_name("if_true"), self.new_name("if_false")
         defs = templates.replace(_IF if node.orelse else _IF_WITHOUT_ELSE, if_true=if_true,
                                  if_false=if_false, body=node.body, orelse=node.orelse,
@@ -138,8 +139,9 @@ class _ControlFlow(transformer.Base):
         return defs + accessors + call
 
     def visit_While(self, node: gast.While) -> list[gast.stmt]:
-        self.generic_visit(node)
         state = _state_names(liveness.loop_carried(node))
+        node.test = self.visit(node.test)
+        node.body = self._visit_body(node.body, state)
         loop_test, loop_body = self.new_name("while_test"), self.new_name("while_body")
         defs = templates.replace(_WHILE, loop_test=loop_test, loop_body=loop_body,
                                  test=node.test, body=node.body, **self._declared(state))
@@ -152,8 +154,9 @@ class _ControlFlow(transformer.Base):
         return defs + accessors + call
 
     def visit_For(self, node: gast.For) -> list[gast.stmt]:
-        self.generic_visit(node)
         state = _state_names(liveness.loop_carried(node))
+        node.iter = self.visit(node.iter)
+        node.body = self._visit_body(node.body, state)
         loop_body, item = self.new_name("for_body"), self.new_name("item")
         defs = templates.replace(_FOR, loop_body=loop_body, item=item, target=node.target,
                                  body=node.body, **self._declared(state))
@@ -181,6 +184,15 @@ class _ControlFlow(transformer.Base):
                                  state=state, values=self.values_name,
                                  **self._declared(state))
         return get_state, set_state, defs
+
+    def _visit_body(self, stmts: list, state) -> list:
+        """The converted statements of a body that becomes a function declaring `state`
+        nonlocal, with its own names that some path leaves unbound bound at its start."""
+        self.unbound.append(set())
+        stmts = self.visit_block(stmts)
+        unbound = self.unbound.pop()
+        self.unbound[-1].update(unbound & set(state))  # the enclosing function's names
+        return self._bind_undefined(sorted(unbound - set(state))) + stmts
 
     def _note_undefined(self, node: gast.stmt, state: list[str]) -> None:
         """Remember the plain state names some path to `node` leaves unbound."""
