@@ -44,8 +44,11 @@ class Transform(enum.Enum):
     EXTRA_TEST = "gast.expr: what a `for` loop checks before each iteration (break/return flags)."
     RETURN_VALUE = "str: on a function, the variable the return pass keeps its return value in."
     RETURN_FLAG = "str: on a function, the flag the return pass sets where the function returns."
-    RETURN_GUARD = ("bool: on an `if not do_return:` the return pass made: its false branch runs "
-                    "only where the function has returned.")
+    LOOP_FLAGS = "tuple[str, ...]: on a loop, the flags the break/continue pass made for it."
+    CARRIED = ("frozenset[str]: on a loop with jumps, the names it carries as written (before "
+               "its jumps became flags, whose guards make more names look carried).")
+    GUARD = ("str: on an `if not flag:` a jump pass made, the flag (its false branch runs only "
+             "where the flag is set).")
 
 
 Key = Basic | Static | Transform

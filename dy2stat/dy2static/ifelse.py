@@ -6,10 +6,10 @@ variables the branches change (their *state*: `names`). A Python predicate runs 
 exactly as the original code. A static predicate traces both branches into the blocks of a
 `cond` op, restoring the state in between, and binds the state to the op's outputs.
 
-A branch after which the function has returned (it set the return pass's `return_flag` to
-True, or `returned` says so) may leave a variable unassigned that the other branch assigns:
-nothing reads it on that path, so the variable is the op's output, the returned branch
-yielding a placeholder for it.
+A branch that jumped -- it set a flag of `exits` (return, break, continue) to True, or it is
+the false branch of an `if not flag:` guard -- may leave a variable unassigned that the
+other branch assigns: where nothing reads it after the jump, the variable is the op's output,
+the branch that jumped yielding a placeholder for it.
 """
 
 from __future__ import annotations
@@ -37,14 +37,13 @@ _EXPRESSION = ("the conditional expression",)
 
 
 def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, names=None,
-                   return_flag=None, returned=(False, False)):
+                   exits=None, guard=None):
     """`true_fn()` if `pred` else `false_fn()`; a `cond` op when `pred` is static.
 
     With `names` (the state's names; get/set_state are None when there is no state) the
     branches are statements; without, they are the two expressions of `a if pred else b`
-    and the chosen value is returned. `return_flag`: the name among `names` of the flag
-    set where the function returns; `returned`: whether the function has returned at the
-    end of the true / the false branch whatever the flag says.
+    and the chosen value is returned. `exits`: {jump flag: the names nothing reads after
+    the jump (None: all)}; `guard`: the flag of an `if not flag:`.
     """
     if not values.is_static(pred):
         return true_fn() if pred else false_fn()
@@ -52,9 +51,8 @@ def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, name
     pred = values.as_predicate(pred)
     if names is not None:
         get_state, set_state = values.state_accessors(get_state, set_state)
-        flag = names.index(return_flag) if return_flag in names else None
         static_if(pred, true_fn, false_fn, get_state, set_state, names, where,
-                  (returned, flag))
+                  _Exits(names, exits or {}, guard))
         return None
     box = [Undefined("value")]
 
@@ -66,10 +64,37 @@ def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, name
     return box[0]
 
 
+class _Exits:
+    """Which branches jumped, and what they leave that nothing reads."""
+
+    def __init__(self, names=(), exits=None, guard=None) -> None:
+        self.index = {name: i for i, name in enumerate(names)}
+        self.exits, self.guard = exits or {}, guard
+
+    def unread(self, branch: int, state: list):
+        """What `branch` (0: true, 1: false) leaves unread with its `state`: None for all,
+        else a set of names (empty where it did not jump)."""
+        names = set()
+        for flag, unread in self.exits.items():
+            i = self.index.get(flag)
+            if (branch == 1 and flag == self.guard) or (i is not None and state[i] is True):
+                if unread is None:
+                    return None
+                names.update(unread)
+        return names
+
+    def set_in_both(self, states) -> list[int]:
+        """The slots of the flags both branches set."""
+        return [i for flag, i in self.index.items() if flag in self.exits and
+                all(s[i] is True or (b == 1 and flag == self.guard)
+                    for b, s in enumerate(states))]
+
+
 def static_if(pred, true_fn, false_fn, get_state, set_state, names, where,
-              returns=((False, False), None)) -> None:
+              exits=None) -> None:
     """A `cond` op on the bool Variable `pred` whose branches change the state; `where` is
-    the user's statement, `returns` (returned, index of the return flag) as above."""
+    the user's statement, `exits` the jumps' (_Exits)."""
+    exits = exits or _Exits()
     init = list(get_state())
     program = values.current_program()
     first_block = len(program.blocks)
@@ -77,7 +102,7 @@ def static_if(pred, true_fn, false_fn, get_state, set_state, names, where,
     while True:
         try:
             _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, plans,
-                   returns)
+                   exits)
             return
         except _Replan as replan:
             del program.blocks[first_block:]
@@ -88,12 +113,8 @@ def static_if(pred, true_fn, false_fn, get_state, set_state, names, where,
 
 
 def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, plans,
-           returns) -> None:
+           exits) -> None:
     seen: dict[str, list] = {}
-    returned, flag = returns
-
-    def has_returned(branch: int, state: list) -> bool:
-        return returned[branch] or (flag is not None and state[flag] is True)
 
     def run_true():
         seen["true_entry"] = values.snapshot(init)
@@ -111,17 +132,17 @@ def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, pl
         false_fn()
         out, results = [], []
         state = list(get_state())
-        branches_returned = (has_returned(0, seen["true"]), has_returned(1, state))
+        unread = (exits.unread(0, seen["true"]), exits.unread(1, state))
         for i, f in enumerate(state):
             slot = _Slot(i, names[i], where, seen["true"][i], seen["yield"][i], f,
-                         branches_returned)
+                         [u is None or names[i] in u for u in unread])
             unchanged = _same(_mark(slot.t), seen["true_marks"][i]) and \
                 _same(_mark(f), false_marks[i])
             fy, result = slot.merge()
             out.append(fy)
             results.append(init[i] if unchanged and result is _OUTPUT else result)
-        if flag is not None and all(branches_returned):
-            results[flag] = True  # returned either way (a guard's false branch leaves a tensor)
+        for i in exits.set_in_both((seen["true"], state)):
+            results[i] = True  # jumped either way (a guard's false branch leaves a tensor)
         seen["results"] = results
         return out
 
@@ -157,10 +178,10 @@ class _Slot:
     """One state variable after both branches ran: what the false branch yields, and its
     value after the `if` (_OUTPUT: the op's output)."""
 
-    def __init__(self, index, name, where, t, ty, f, returned=(False, False)) -> None:
+    def __init__(self, index, name, where, t, ty, f, unread=(False, False)) -> None:
         self.index, self.name, self.where = index, name, where
         self.t, self.ty, self.f = t, ty, f
-        self.returned = returned  # (true, false): the function has returned after it
+        self.unread = unread  # (true, false): nothing reads it after the branch (a jump)
 
     def merge(self):
         t, ty, f = self.t, self.ty, self.f
@@ -171,7 +192,7 @@ class _Slot:
                 return self._match(ty, f), _OUTPUT
             if isinstance(f, (Undefined, UndefinedReturnValue)):
                 fy = nest.pack_as(ty, [values.placeholder(v) for v in nest.flatten(ty)])
-                if isinstance(f, UndefinedReturnValue) or self.returned[1]:
+                if isinstance(f, UndefinedReturnValue) or self.unread[1]:
                     return fy, _OUTPUT
                 return fy, self._undefined("true")
             raise self._mismatch(f"{values.describe(t)} in the true branch but "
@@ -179,7 +200,7 @@ class _Slot:
         if f is t:
             return None, t
         if isinstance(t, UndefinedReturnValue) or (isinstance(t, Undefined) and
-                                                   self.returned[0]):
+                                                   self.unread[0]):
             if values.is_tensor_like(f):  # the true branch must yield a placeholder too
                 spec = nest.pack_as(f, [values.Spec.of(v) for v in nest.flatten(f)])
                 raise _Replan(self.index, ("placeholder", spec))
@@ -189,7 +210,7 @@ class _Slot:
         if isinstance(t, Undefined):
             return None, f if isinstance(f, Undefined) else self._undefined("false")
         if isinstance(f, Undefined):
-            return None, t if self.returned[1] else self._undefined("true")
+            return None, t if self.unread[1] else self._undefined("true")
         if not values.is_tensor_like(f) and _same_python_value(t, f):
             return None, t
         raise self._mismatch(f"{values.describe(t)} in the true branch but "

@@ -531,9 +531,52 @@ class ContinueOverLayers(nn.Layer):
         return total
 
 
+def break_in_an_elif_then_assigned(x):
+    total = x * 0
+    for s in [0.25, -1.0, 0.5]:
+        if total.sum() > 2:
+            k = 1.0
+        elif x.mean() + s > 0.75:
+            break
+        else:
+            k = s * 2
+        total = total + x * k
+    return total
+
+
+def continue_in_a_nested_if_then_assigned(x, flag):
+    total = x * 0
+    for s in [0.5, 1.0, 1.5]:
+        if flag:
+            if (x * s).mean() > 0.5:
+                continue
+            t = x * s
+        else:
+            t = -x
+        total = total + t
+    return total
+
+
+def break_in_a_nested_if_of_a_tensor_loop(x):
+    total = x * 0
+    for i in range(d2s.cast(x[0] > -10, "int64").sum()):
+        if x.max() > 0:
+            if total.sum() > 1:
+                break
+            t = x * i
+        else:
+            t = x
+        total = total + t
+    return total
+
+
 def test_a_name_assigned_only_where_the_iteration_goes_on_after_a_jump():
     assert_converted_equals_eager(continue_or_assign, POS, NEG, MIX)
     assert_converted_equals_eager(break_or_assign_in_an_elif, POS, NEG, MIX)
+    assert_converted_equals_eager(break_in_an_elif_then_assigned, POS, NEG, MIX)
+    assert_converted_equals_eager(continue_in_a_nested_if_then_assigned, (POS, True),
+                                  (POS * 0.1, True), (NEG, False))
+    assert_converted_equals_eager(break_in_a_nested_if_of_a_tensor_loop, POS, NEG, MIX)
     eager = ContinueOverLayers()
     converted = ContinueOverLayers()
     converted.set_state_dict(eager.state_dict())
@@ -541,3 +584,19 @@ def test_a_name_assigned_only_where_the_iteration_goes_on_after_a_jump():
     for data in (POS * 0.1, NEG, POS * 2):
         np.testing.assert_allclose(converted(d2s.to_tensor(data)).numpy(),
                                    eager(d2s.to_tensor(data)).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def break_then_read_after_the_loop(x):
+    for s in [1.0, 2.0]:
+        if x.mean() > 0:
+            if x.max() > 5 * s:
+                break
+            t = x * s
+        else:
+            t = -x
+    return t
+
+
+def test_a_name_a_break_may_leave_unassigned_and_read_after_the_loop_is_still_an_error():
+    with pytest.raises(UndefinedVariableError, match="'t' is used here"):
+        d2s.jit.to_static(break_then_read_after_the_loop)(d2s.to_tensor(POS))

@@ -89,6 +89,8 @@ class _ControlFlow(transformer.Base):
         self.globals: list[set[str]] = [set()]  # what the enclosing functions declare global
         self.return_values: list[str | None] = [None]  # their RETURN_VALUE
         self.return_flags: list[str | None] = [None]  # their RETURN_FLAG
+        # The loops around the statement in the function: (LOOP_FLAGS, carried names).
+        self.loops: list[list[tuple]] = [[]]
         # Per function or generated body: the state names some path leaves unbound.
         self.unbound: list[set[str]] = [set()]
 
@@ -96,10 +98,12 @@ class _ControlFlow(transformer.Base):
         self.globals.append(anno.getanno(node, anno.Static.BODY_SCOPE).globals)
         self.return_values.append(anno.getanno(node, anno.Transform.RETURN_VALUE, None))
         self.return_flags.append(anno.getanno(node, anno.Transform.RETURN_FLAG, None))
+        self.loops.append([])
         node.body = self._visit_body(node.body, ())
         self.globals.pop()
         self.return_values.pop()
         self.return_flags.pop()
+        self.loops.pop()
         return node
 
     def _labels(self, state: list[str]) -> gast.Tuple:
@@ -124,24 +128,49 @@ class _ControlFlow(transformer.Base):
                                  if_false=if_false, body=node.body, orelse=node.orelse,
                                  **self._declared(state))
         get_state, set_state, accessors = self._accessors(state)
-        # Where the function has returned, what a branch leaves unassigned is never read.
-        keywords = ""
-        if self.return_flags[-1] in state:
-            keywords += ", return_flag=flag"
-        if anno.getanno(node, anno.Transform.RETURN_GUARD, False):
-            keywords += ", returned=(False, True)"
+        keywords, exits = "", self._exits(node, state)
+        if exits is not None:
+            keywords += ", exits=exits"
+        guard = anno.getanno(node, anno.Transform.GUARD, None)
+        if guard is not None:
+            keywords += ", guard=flag"
         call = templates.replace(
             "helpers.convert_ifelse(test, if_true, if_false, get_state, set_state, names"
             f"{keywords})", helpers=self.ctx.helpers, test=node.test, if_true=if_true,
             if_false=if_false, get_state=get_state, set_state=set_state,
-            names=self._labels(state), flag=gast.Constant(self.return_flags[-1], None))
+            names=self._labels(state), exits=exits, flag=gast.Constant(guard, None))
         self._note_undefined(node, state)
         return defs + accessors + call
+
+    def _exits(self, node: gast.If, state: list[str]) -> gast.Dict | None:
+        """`{flag: names}` for the jump flags among the state (or the guard's): where a
+        branch set the flag, what it leaves unassigned of `names` is never read -- of any
+        name (None) for the return flag, of the loop's own (not carried) for its flags."""
+        exits = {}
+        if self.return_flags[-1] is not None:
+            exits[self.return_flags[-1]] = gast.Constant(None, None)
+        if self.loops[-1]:
+            flags, carried = self.loops[-1][-1]
+            own = gast.Tuple([gast.Constant(n, None) for n in state
+                              if n not in carried and n not in flags], gast.Load())
+            exits.update((flag, own) for flag in flags)
+        guard = anno.getanno(node, anno.Transform.GUARD, None)
+        exits = {f: v for f, v in exits.items() if f in state or f == guard}
+        if not exits:
+            return None
+        return gast.Dict([gast.Constant(f, None) for f in exits], list(exits.values()))
+
+    def _visit_loop_body(self, node: gast.While | gast.For, state: list[str]) -> list:
+        carried = anno.getanno(node, anno.Transform.CARRIED, frozenset())
+        self.loops[-1].append((anno.getanno(node, anno.Transform.LOOP_FLAGS, ()), carried))
+        body = self._visit_body(node.body, state)
+        self.loops[-1].pop()
+        return body
 
     def visit_While(self, node: gast.While) -> list[gast.stmt]:
         state = _state_names(liveness.loop_carried(node))
         node.test = self.visit(node.test)
-        node.body = self._visit_body(node.body, state)
+        node.body = self._visit_loop_body(node, state)
         loop_test, loop_body = self.new_name("while_test"), self.new_name("while_body")
         defs = templates.replace(_WHILE, loop_test=loop_test, loop_body=loop_body,
                                  test=node.test, body=node.body, **self._declared(state))
@@ -156,7 +185,7 @@ class _ControlFlow(transformer.Base):
     def visit_For(self, node: gast.For) -> list[gast.stmt]:
         state = _state_names(liveness.loop_carried(node))
         node.iter = self.visit(node.iter)
-        node.body = self._visit_body(node.body, state)
+        node.body = self._visit_loop_body(node, state)
         loop_body, item = self.new_name("for_body"), self.new_name("item")
         defs = templates.replace(_FOR, loop_body=loop_body, item=item, target=node.target,
                                  body=node.body, **self._declared(state))

@@ -15,9 +15,9 @@
 A loop that holds a `return` also stops on the flag. Where the end of the function may be
 reached without a `return`, `retval_0 = None` is set there (what Python returns). Functions
 whose only `return` is their last statement are left as they are. Attaches RETURN_VALUE
-(the name of retval_0) and RETURN_FLAG (do_return_0) to the function, and RETURN_GUARD to
-each `if not do_return_0:` it makes. (Where the function has returned -- a branch that set
-the flag, the false branch of a guard -- a name left unassigned is never read.)
+(the name of retval_0) and RETURN_FLAG (do_return_0) to the function, and GUARD to each
+`if not do_return_0:` it makes. (Where the function has returned -- a branch that set the
+flag, the false branch of a guard -- a name left unassigned is never read.)
 Requires: nothing; runs after break_continue.
 """
 
@@ -51,8 +51,8 @@ class _Returns(transformer.Base):
             return new
 
         body = jumps.rewrite(node.body, gast.Return, do_return, replace, True,
-                             lambda guard: anno.setanno(guard, anno.Transform.RETURN_GUARD,
-                                                        True))
+                             lambda guard: anno.setanno(guard, anno.Transform.GUARD,
+                                                        do_return))
         prologue = templates.replace(
             "do_return = False\nretval = helpers.UndefinedReturnValue()",
             do_return=do_return, retval=retval, helpers=self.ctx.helpers)
