@@ -570,6 +570,18 @@ def break_in_a_nested_if_of_a_tensor_loop(x):
     return total
 
 
+def break_then_unreachable_code(x):
+    total = x * 0
+    for s in [1.0, 2.0]:
+        if x.min() > 0:
+            break
+            total = total - 1  # never runs
+        else:
+            t = x * s
+        total = total + t
+    return total
+
+
 def test_a_name_assigned_only_where_the_iteration_goes_on_after_a_jump():
     assert_converted_equals_eager(continue_or_assign, POS, NEG, MIX)
     assert_converted_equals_eager(break_or_assign_in_an_elif, POS, NEG, MIX)
@@ -577,6 +589,7 @@ def test_a_name_assigned_only_where_the_iteration_goes_on_after_a_jump():
     assert_converted_equals_eager(continue_in_a_nested_if_then_assigned, (POS, True),
                                   (POS * 0.1, True), (NEG, False))
     assert_converted_equals_eager(break_in_a_nested_if_of_a_tensor_loop, POS, NEG, MIX)
+    assert_converted_equals_eager(break_then_unreachable_code, POS, NEG, MIX)
     eager = ContinueOverLayers()
     converted = ContinueOverLayers()
     converted.set_state_dict(eager.state_dict())
