@@ -33,7 +33,7 @@ def run_both(fn, *args):
 
 
 def assert_converted_equals_eager(fn, *inputs):
-    """fn and to_static(fn) agree on each argument tuple of `inputs` (one trace per shape)."""
+    """fn and to_static(fn) agree on each argument tuple of `inputs`."""
     for args in inputs:
         args = args if isinstance(args, tuple) else (args,)
         (eager, eager_grad), (converted, converted_grad) = run_both(fn, *args)
