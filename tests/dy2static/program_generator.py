@@ -96,9 +96,6 @@ KNOWN_FAILING = {
                                   "when an input does, also one that depends on no input "
                                   "(eager: stop_gradient=True; jit/program_runner.py)",
     # Found here, not fixed (dy2static):
-    "mixed_jumps": "a branch that always jumps but by jumps of different kinds (`if p: break` "
-                   "then `continue`) sets no one flag on every path, so a name only the other "
-                   "branch assigns is reported undefined",
     "layer_call_in_lambda": "a name read in an if-expression or and/or operand (a lambda once "
                             "converted) counts as live at the function's end, so a loop "
                             "variable holding a sublayer is carried by an enclosing tensor "

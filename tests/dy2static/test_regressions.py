@@ -582,6 +582,29 @@ def break_then_unreachable_code(x):
     return total
 
 
+def breaks_or_continues_in_one_branch(x):
+    total = x * 0
+    for s in [1.0, 2.0]:
+        if x.min() > 1:
+            return total
+        elif x.mean() > 0:
+            if x.max() > 1:
+                break
+            continue
+        else:
+            t = x * s
+        total = total + t
+    return total
+
+
+def raises_in_one_branch(x, flag):
+    if flag:
+        raise ValueError("not here")
+    else:
+        t = x * 2
+    return t + 1
+
+
 def test_a_name_assigned_only_where_the_iteration_goes_on_after_a_jump():
     assert_converted_equals_eager(continue_or_assign, POS, NEG, MIX)
     assert_converted_equals_eager(break_or_assign_in_an_elif, POS, NEG, MIX)
@@ -590,6 +613,8 @@ def test_a_name_assigned_only_where_the_iteration_goes_on_after_a_jump():
                                   (POS * 0.1, True), (NEG, False))
     assert_converted_equals_eager(break_in_a_nested_if_of_a_tensor_loop, POS, NEG, MIX)
     assert_converted_equals_eager(break_then_unreachable_code, POS, NEG, MIX)
+    assert_converted_equals_eager(breaks_or_continues_in_one_branch, POS * 2, POS, NEG, MIX)
+    assert_converted_equals_eager(raises_in_one_branch, (POS, False))
     eager = ContinueOverLayers()
     converted = ContinueOverLayers()
     converted.set_state_dict(eager.state_dict())

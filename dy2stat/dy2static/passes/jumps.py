@@ -9,6 +9,7 @@ from dy2stat.dy2static import anno, templates, transformer
 
 _SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
 _LOOPS = (gast.While, gast.For, gast.AsyncFor)
+_EXITS = (gast.Return, gast.Break, gast.Continue, gast.Raise)
 
 
 def contains(node: gast.AST, kind: type, enter_loops: bool) -> bool:
@@ -26,7 +27,8 @@ def rewrite(stmts: list, kind: type, flag: str, replace, enter_loops: bool,
     """`stmts` with each `kind` jump replaced by `replace(jump)` (statements that set
     `flag`), and the statements after anything that may jump wrapped in `if not flag:`
     (each such guard is handed to `on_guard`) -- or, after an `if` one branch of which
-    always jumps, moved into its other branch (where what that branch assigns is read)."""
+    always leaves (by a jump of any kind, or a raise), moved into its other branch (where
+    what that branch assigns is read)."""
     out: list = []
     for i, stmt in enumerate(stmts):
         if isinstance(stmt, kind):
@@ -37,10 +39,10 @@ def rewrite(stmts: list, kind: type, flag: str, replace, enter_loops: bool,
             continue
         rest = stmts[i + 1:]
         if isinstance(stmt, gast.If) and rest:
-            jumps = [always_jumps(branch, kind) for branch in (stmt.body, stmt.orelse)]
-            if any(jumps):  # the rest only runs after the other branch: move it there
-                if not all(jumps):
-                    (stmt.orelse if jumps[0] else stmt.body).extend(rest)
+            leaves = [always_leaves(branch) for branch in (stmt.body, stmt.orelse)]
+            if any(leaves):  # the rest only runs after the other branch: move it there
+                if not all(leaves):
+                    (stmt.orelse if leaves[0] else stmt.body).extend(rest)
                 rest = []
         for field in ("body", "orelse", "finalbody"):
             if isinstance(getattr(stmt, field, None), list):
@@ -60,15 +62,16 @@ def rewrite(stmts: list, kind: type, flag: str, replace, enter_loops: bool,
     return out
 
 
-def always_jumps(stmts: list, kind: type) -> bool:
-    """Whether every path through `stmts` ends in a `kind` jump (a syntactic check)."""
-    if not stmts:
-        return False
-    last = stmts[-1]
-    if isinstance(last, kind):
-        return True
-    return isinstance(last, gast.If) and always_jumps(last.body, kind) and \
-        always_jumps(last.orelse, kind)
+def always_leaves(stmts: list) -> bool:
+    """Whether every path through `stmts` ends in a jump (return, break, continue) or a raise:
+    what follows them never runs after them (a syntactic check)."""
+    for stmt in stmts:
+        if isinstance(stmt, _EXITS):
+            return True
+        if isinstance(stmt, gast.If) and always_leaves(stmt.body) and \
+                always_leaves(stmt.orelse):
+            return True
+    return False
 
 
 def add_loop_test(loop: gast.While | gast.For, flag: str) -> None:
