@@ -49,6 +49,9 @@ class Transform(enum.Enum):
                "its jumps became flags, whose guards make more names look carried).")
     GUARD = ("str: on an `if not flag:` a jump pass made, the flag (its false branch runs only "
              "where the flag is set).")
+    LEAVES = ("tuple[frozenset[str] | None, ...]: on an if of the user's, per branch, the kinds "
+              "of jump (return, raise, break, continue) every path through it ends in one of; "
+              "None where a path goes on.")
 
 
 Key = Basic | Static | Transform

@@ -6,10 +6,10 @@ variables the branches change (their *state*: `names`). A Python predicate runs 
 exactly as the original code. A static predicate traces both branches into the blocks of a
 `cond` op, restoring the state in between, and binds the state to the op's outputs.
 
-A branch that jumped -- it set a flag of `exits` (return, break, continue) to True, or it is
-the false branch of an `if not flag:` guard -- may leave a variable unassigned that the
-other branch assigns: where nothing reads it after the jump, the variable is the op's output,
-the branch that jumped yielding a placeholder for it.
+A branch that jumped -- it set a flag of `exits` (return, break, continue) to True, it is the
+false branch of an `if not flag:` guard, or each of its paths ends in a jump (`left`) -- may
+leave a variable unassigned that the other branch assigns: where nothing reads it after the
+jump, the variable is the op's output, the branch that jumped yielding a placeholder for it.
 """
 
 from __future__ import annotations
@@ -37,13 +37,14 @@ _EXPRESSION = ("the conditional expression",)
 
 
 def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, names=None,
-                   exits=None, guard=None):
+                   exits=None, guard=None, left=(None, None)):
     """`true_fn()` if `pred` else `false_fn()`; a `cond` op when `pred` is static.
 
     With `names` (the state's names; get/set_state are None when there is no state) the
     branches are statements; without, they are the two expressions of `a if pred else b`
     and the chosen value is returned. `exits`: {jump flag: the names nothing reads after
-    the jump (None: all)}; `guard`: the flag of an `if not flag:`.
+    the jump (None: all)}; `guard`: the flag of an `if not flag:`; `left`: per branch whose
+    every path jumps, the names nothing reads after it (True: all; None: it goes on).
     """
     if not values.is_static(pred):
         return true_fn() if pred else false_fn()
@@ -52,7 +53,7 @@ def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, name
     if names is not None:
         get_state, set_state = values.state_accessors(get_state, set_state)
         static_if(pred, true_fn, false_fn, get_state, set_state, names, where,
-                  _Exits(names, exits or {}, guard))
+                  _Exits(names, exits or {}, guard, left))
         return None
     box = [Undefined("value")]
 
@@ -67,14 +68,16 @@ def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, name
 class _Exits:
     """Which branches jumped, and what they leave that nothing reads."""
 
-    def __init__(self, names=(), exits=None, guard=None) -> None:
+    def __init__(self, names=(), exits=None, guard=None, left=(None, None)) -> None:
         self.index = {name: i for i, name in enumerate(names)}
-        self.exits, self.guard = exits or {}, guard
+        self.exits, self.guard, self.left = exits or {}, guard, left
 
     def unread(self, branch: int, state: list):
         """What `branch` (0: true, 1: false) leaves unread with its `state`: None for all,
         else a set of names (empty where it did not jump)."""
-        names = set()
+        if self.left[branch] is True:
+            return None
+        names = set(self.left[branch] or ())
         for flag, unread in self.exits.items():
             i = self.index.get(flag)
             if (branch == 1 and flag == self.guard) or (i is not None and state[i] is True):

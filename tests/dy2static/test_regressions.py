@@ -597,6 +597,21 @@ def breaks_or_continues_in_one_branch(x):
     return total
 
 
+def breaks_or_continues_in_the_else_of_an_elif(x):
+    total = x * 0
+    for s in [1.0, 2.0, 3.0]:
+        if x.sum() > 10 * s:
+            k = 1.0
+        elif total.sum() < 1:
+            k = 2.0
+        else:
+            if x.mean() > 0:
+                break
+            continue
+        total = total + x * k
+    return total
+
+
 def raises_in_one_branch(x, flag):
     if flag:
         raise ValueError("not here")
@@ -615,6 +630,8 @@ def test_a_name_assigned_only_where_the_iteration_goes_on_after_a_jump():
     assert_converted_equals_eager(break_then_unreachable_code, POS, NEG, MIX)
     assert_converted_equals_eager(breaks_or_continues_in_one_branch, POS * 2, POS, NEG, MIX)
     assert_converted_equals_eager(raises_in_one_branch, (POS, False))
+    assert_converted_equals_eager(breaks_or_continues_in_the_else_of_an_elif, POS * 10, POS,
+                                  NEG, MIX)
     eager = ContinueOverLayers()
     converted = ContinueOverLayers()
     converted.set_state_dict(eager.state_dict())

@@ -18,7 +18,8 @@
 A `for` loop gets its break flag as an EXTRA_TEST annotation (the control-flow pass hands it
 to the loop helper). A loop's `else` moves after the loop. Attaches LOOP_FLAGS to each loop
 with a jump (and CARRIED, from the liveness of the loop as written), GUARD to each
-`if not flag:` made inside it. Requires: nothing (it runs the analyses).
+`if not flag:` made inside it, and LEAVES to each `if` of the function a branch of which
+always leaves (jumps.mark_leaving). Requires: nothing (it runs the analyses).
 """
 
 from __future__ import annotations
@@ -76,4 +77,5 @@ def _setter(flag: str):
 
 def transform(node: gast.AST, ctx) -> gast.AST:
     analysis.resolve(node)
+    jumps.mark_leaving(node)  # while the jumps are statements (for the return pass too)
     return _Loops(ctx).visit(node)

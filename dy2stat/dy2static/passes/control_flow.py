@@ -128,17 +128,20 @@ class _ControlFlow(transformer.Base):
                                  if_false=if_false, body=node.body, orelse=node.orelse,
                                  **self._declared(state))
         get_state, set_state, accessors = self._accessors(state)
-        keywords, exits = "", self._exits(node, state)
+        keywords, exits, left = "", self._exits(node, state), self._left(node, state)
         if exits is not None:
             keywords += ", exits=exits"
         guard = anno.getanno(node, anno.Transform.GUARD, None)
         if guard is not None:
             keywords += ", guard=flag"
+        if left is not None:
+            keywords += ", left=left"
         call = templates.replace(
             "helpers.convert_ifelse(test, if_true, if_false, get_state, set_state, names"
             f"{keywords})", helpers=self.ctx.helpers, test=node.test, if_true=if_true,
             if_false=if_false, get_state=get_state, set_state=set_state,
-            names=self._labels(state), exits=exits, flag=gast.Constant(guard, None))
+            names=self._labels(state), exits=exits, flag=gast.Constant(guard, None),
+            left=left)
         self._note_undefined(node, state)
         return defs + accessors + call
 
@@ -150,15 +153,35 @@ class _ControlFlow(transformer.Base):
         if self.return_flags[-1] is not None:
             exits[self.return_flags[-1]] = gast.Constant(None, None)
         if self.loops[-1]:
-            flags, carried = self.loops[-1][-1]
-            own = gast.Tuple([gast.Constant(n, None) for n in state
-                              if n not in carried and n not in flags], gast.Load())
-            exits.update((flag, own) for flag in flags)
+            own = gast.Tuple([gast.Constant(n, None) for n in self._own_names(state)],
+                             gast.Load())
+            exits.update((flag, own) for flag in self.loops[-1][-1][0])
         guard = anno.getanno(node, anno.Transform.GUARD, None)
         exits = {f: v for f, v in exits.items() if f in state or f == guard}
         if not exits:
             return None
         return gast.Dict([gast.Constant(f, None) for f in exits], list(exits.values()))
+
+    def _left(self, node: gast.If, state: list[str]) -> gast.Tuple | None:
+        """Per branch that always leaves by jumps of more than one kind (LEAVES; with one
+        kind, its flag is True where the branch ends), what it leaves unread: everything
+        (True) where it leaves the function, else the innermost loop's own names."""
+        leaves = anno.getanno(node, anno.Transform.LEAVES, None)
+        if leaves is None or all(kinds is None or len(kinds) == 1 for kinds in leaves):
+            return None
+        leaves = [kinds if kinds is not None and len(kinds) > 1 else None for kinds in leaves]
+        own = gast.Tuple([gast.Constant(n, None) for n in self._own_names(state)],
+                         gast.Load())
+        return gast.Tuple([gast.Constant(None, None) if kinds is None else
+                           gast.Constant(True, None) if kinds <= {"return", "raise"} else own
+                           for kinds in leaves], gast.Load())
+
+    def _own_names(self, state: list[str]) -> list[str]:
+        """The state names the innermost loop neither carries nor flags jumps with."""
+        if not self.loops[-1]:
+            return []
+        flags, carried = self.loops[-1][-1]
+        return [n for n in state if n not in carried and n not in flags]
 
     def _visit_loop_body(self, node: gast.While | gast.For, state: list[str]) -> list:
         carried = anno.getanno(node, anno.Transform.CARRIED, frozenset())

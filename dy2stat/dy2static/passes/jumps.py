@@ -1,5 +1,5 @@
-"""What the break/continue and return passes share: finding jumps, and guarding the
-statements after one with `if not flag:`."""
+"""What the break/continue and return passes share: finding jumps, guarding the statements
+after one with `if not flag:`, and marking the `if`s a branch of which always leaves."""
 
 from __future__ import annotations
 
@@ -72,6 +72,48 @@ def always_leaves(stmts: list) -> bool:
                 always_leaves(stmt.orelse):
             return True
     return False
+
+
+_KINDS = {gast.Return: "return", gast.Raise: "raise", gast.Break: "break",
+          gast.Continue: "continue"}
+
+
+def mark_leaving(node: gast.AST) -> None:
+    """Attach LEAVES to each `if` under `node` a branch of which always leaves (while the
+    jumps are still statements): per branch, the kinds of jump its paths leave by, or None."""
+    for child in gast.walk(node):
+        if isinstance(child, gast.If):
+            leaves = (_leaving(child.body), _leaving(child.orelse))
+            if leaves != (None, None):
+                anno.setanno(child, anno.Transform.LEAVES, leaves)
+
+
+def _leaving(stmts: list) -> frozenset | None:
+    """The kinds of jump that every path through `stmts` ends in one of (None: some path
+    goes on after them)."""
+    kinds: set[str] = set()
+    for stmt in stmts:
+        if isinstance(stmt, _EXITS):
+            return frozenset(kinds | {_KINDS[type(stmt)]})
+        kinds |= _jumps_in(stmt)
+        if isinstance(stmt, gast.If):
+            body, orelse = _leaving(stmt.body), _leaving(stmt.orelse)
+            if body is not None and orelse is not None:
+                return frozenset(kinds | body | orelse)
+    return None
+
+
+def _jumps_in(stmt: gast.AST, in_loop: bool = False) -> set[str]:
+    """The kinds of jump in `stmt` that leave past it: returns and raises, and the breaks and
+    continues not of an inner loop."""
+    if isinstance(stmt, _EXITS):
+        kind = _KINDS[type(stmt)]
+        return set() if in_loop and kind in ("break", "continue") else {kind}
+    if isinstance(stmt, _SCOPES):
+        return set()
+    in_loop = in_loop or isinstance(stmt, _LOOPS)
+    return set().union(*(_jumps_in(c, in_loop) for c in gast.iter_child_nodes(stmt)
+                         if isinstance(c, (gast.stmt, gast.excepthandler))))
 
 
 def add_loop_test(loop: gast.While | gast.For, flag: str) -> None:
