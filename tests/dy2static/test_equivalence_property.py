@@ -88,9 +88,9 @@ def entry_points(program: gen.Program, module):
     return eager, converted, eager.parameters(), converted.parameters()
 
 
-def tensors(args: tuple) -> list:
-    return [d2s.to_tensor(a, stop_gradient=False) if isinstance(a, np.ndarray) else a
-            for a in args]
+def tensors(args: tuple, dtype=np.float32) -> list:
+    return [d2s.to_tensor(a.astype(dtype), stop_gradient=False) if isinstance(a, np.ndarray)
+            else a for a in args]
 
 
 def call(fn, program: gen.Program, args: list):
@@ -133,7 +133,9 @@ def _check_calls(program, inputs, eager_fn, static_fn, eager_params, static_para
         if problem is None:
             problem = compare_gradients(actual, expected, static_args, eager_args,
                                         static_params, eager_params, program.features)
-        if problem is not None:
+        if problem is not None and not (problem[0] in ("value differs", "gradient differs")
+                                        and float32_is_too_coarse(program, eager_fn,
+                                                                  eager_params, args)):
             return Failure(problem[0], problem[1], index)
     if program.layer:  # buffers (batch norm statistics) must have moved the same way
         expected_state, actual_state = eager_fn.state_dict(), static_fn.state_dict()
@@ -225,6 +227,29 @@ def compare_gradients(actual, expected, static_args, eager_args, static_params, 
         if problem is not None:
             return problem
     return None
+
+
+def float32_is_too_coarse(program, fn, params, args) -> bool:
+    """Whether eager in float32 is itself off by more than the tolerance: eager in float64
+    (same parameters) gives other outputs or gradients. There (overflowing exponentials, a
+    tanh rounded to 1) a converted program that rounds differently is no failure."""
+    if "batchnorm" in program.features:  # another call would move the statistics again
+        return False
+    results = []
+    for dtype in (np.float32, np.float64):
+        args_ = tensors(args, dtype)
+        try:
+            outputs = call(fn, program, args_)
+        except Exception:  # the program is float32-only somewhere: cannot tell
+            return False
+        leaves, loss = _float_leaves(outputs), _loss(outputs)
+        wrt = [a for a in args_ if isinstance(a, Tensor)] + list(params)
+        grads = [] if loss is None or loss.stop_gradient else \
+            d2s.grad(loss, wrt, allow_unused=True)
+        results.append([v.numpy() for v in leaves] +
+                       [np.zeros(w.shape) if g is None else g.numpy() for w, g in zip(wrt, grads)])
+    return any(_close(a.astype(np.float64), b, "", "") is not None
+               for a, b in zip(*results))
 
 
 def _float_leaves(outputs) -> list:
