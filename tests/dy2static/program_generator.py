@@ -69,7 +69,7 @@ FEATURES = {
     "mutate_attribute": "a Layer attribute the forward reads, changed between calls",
     "batchnorm": "a BatchNorm1D among the sublayers (train mode: running statistics)",
     "repeated_output": "one tensor returned twice (return y, y), or two equal expressions",
-    "mixed_jumps": "a branch that always jumps, by jumps of two kinds (if p: break / continue)",
+    "mixed_jumps": "a branch that always jumps, by jumps of two kinds (if p: return / continue)",
     "layer_call_in_lambda": "blk(...) of `for blk in self.blocks` inside an if-expression or "
                             "and/or, in a tensor-dependent loop",
     "stop_gradient_of_constants": "(a check) an output no input needing a gradient reaches "
@@ -96,6 +96,11 @@ KNOWN_FAILING = {
                                   "when an input does, also one that depends on no input "
                                   "(eager: stop_gradient=True; jit/program_runner.py)",
     # Found here, not fixed (dy2static):
+    "mixed_jumps": "a branch that leaves by jumps of different kinds, on the path a Python "
+                   "`if` inside it takes (`if k > 1: <return under a tensor if>; continue`), "
+                   "sets no one flag on every path, so a name only the other branch assigns "
+                   "is reported undefined (where the branch's own statements always leave, "
+                   "it works)",
     "layer_call_in_lambda": "a name read in an if-expression or and/or operand (a lambda once "
                             "converted) counts as live at the function's end, so a loop "
                             "variable holding a sublayer is carried by an enclosing tensor "
