@@ -70,6 +70,7 @@ FEATURES = {
     "batchnorm": "a BatchNorm1D among the sublayers (train mode: running statistics)",
     "repeated_output": "one tensor returned twice (return y, y), or two equal expressions",
     "mixed_jumps": "a branch that always jumps, by jumps of two kinds (if p: return / continue)",
+    "append_in_guarded_loop": "list.append in a for over a LayerList that may break or return",
     "layer_call_in_lambda": "blk(...) of `for blk in self.blocks` inside an if-expression or "
                             "and/or, in a tensor-dependent loop",
     "stop_gradient_of_constants": "(a check) an output no input needing a gradient reaches "
@@ -101,6 +102,10 @@ KNOWN_FAILING = {
                    "sets no one flag on every path, so a name only the other branch assigns "
                    "is reported undefined (where the branch's own statements always leave, "
                    "it works)",
+    "append_in_guarded_loop": "once the break/return flag of a for over layers is a tensor, "
+                              "the iterations left run as conds, and a cond cannot leave a "
+                              "list two lengths: 'lst is a list of 3 in the true branch but "
+                              "a list of 2 in the false branch'",
     "layer_call_in_lambda": "a name read in an if-expression or and/or operand (a lambda once "
                             "converted) counts as live at the function's end, so a loop "
                             "variable holding a sublayer is carried by an enclosing tensor "
@@ -146,6 +151,7 @@ class _Ctx:
     loops: int = 0
     cond: bool = False  # inside a branch of a tensor-dependent `if` (a cond op)
     tensor_loop: bool = False  # inside a loop that may become a while op
+    guarded: bool = False  # inside a for over layers whose jumps may make it conds
     locked: frozenset = frozenset()  # loop counters, targets, walked lists: never assigned
 
     def inner(self, **changes) -> _Ctx:
@@ -587,6 +593,8 @@ class _Body(Expressions):
         if form == "enumerate":
             locked.append(iterable[len("enumerate("):-1])
         inner = self.loop_ctx(ctx, static, [n for n in locked if n])
+        if form == "layerlist" and inner.loop.jumps:
+            inner = dataclasses.replace(inner, guarded=True)
         if static or inner.tensor_loop:
             self.dyn.update({target, index} - {None})
         header = f"{index}, {target}" if index else target
@@ -615,7 +623,8 @@ class _Body(Expressions):
         return Expr(name if r < 0.7 else f"{name} + 1", self.may_be_static(name))
 
     def may_append(self, ctx) -> bool:
-        if self.in_cond(ctx):
+        if self.in_cond(ctx) or (ctx.guarded and "append_in_guarded_loop" not in
+                                 self.gen.features):
             return False
         return not ctx.tensor_loop or "append_in_tensor_loop" in self.gen.features
 
@@ -634,6 +643,8 @@ class _Body(Expressions):
             if ctx.tensor_loop:
                 self.dyn.add(name)
         self.gen.used.add("lists")
+        if ctx.guarded:
+            self.gen.used.add("append_in_guarded_loop")
         return False
 
     def no_grad_stmt(self, scope, ctx) -> bool:
