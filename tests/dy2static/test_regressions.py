@@ -612,6 +612,26 @@ def breaks_or_continues_in_the_else_of_an_elif(x):
     return total
 
 
+def helper_that_doubles(a):
+    return a * 2
+
+
+def returns_from_a_try_in_one_branch(x, flag):
+    total = x * 0
+    for _ in range(d2s.cast(x[0] > -10, "int64").sum()):
+        if x.max() < 1:
+            if flag:
+                continue
+            t = x - 1
+        else:
+            try:
+                return helper_that_doubles(x)
+            except ZeroDivisionError:
+                return x
+        total = total + t
+    return total
+
+
 def raises_in_one_branch(x, flag):
     if flag:
         raise ValueError("not here")
@@ -630,6 +650,8 @@ def test_a_name_assigned_only_where_the_iteration_goes_on_after_a_jump():
     assert_converted_equals_eager(break_then_unreachable_code, POS, NEG, MIX)
     assert_converted_equals_eager(breaks_or_continues_in_one_branch, POS * 2, POS, NEG, MIX)
     assert_converted_equals_eager(raises_in_one_branch, (POS, False))
+    assert_converted_equals_eager(returns_from_a_try_in_one_branch, (POS, False), (POS * 0.1,
+                                  False), (POS * 0.1, True), (NEG, False))
     assert_converted_equals_eager(breaks_or_continues_in_the_else_of_an_elif, POS * 10, POS,
                                   NEG, MIX)
     eager = ContinueOverLayers()

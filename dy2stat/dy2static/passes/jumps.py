@@ -65,13 +65,7 @@ def rewrite(stmts: list, kind: type, flag: str, replace, enter_loops: bool,
 def always_leaves(stmts: list) -> bool:
     """Whether every path through `stmts` ends in a jump (return, break, continue) or a raise:
     what follows them never runs after them (a syntactic check)."""
-    for stmt in stmts:
-        if isinstance(stmt, _EXITS):
-            return True
-        if isinstance(stmt, gast.If) and always_leaves(stmt.body) and \
-                always_leaves(stmt.orelse):
-            return True
-    return False
+    return _leaving(stmts) is not None
 
 
 _KINDS = {gast.Return: "return", gast.Raise: "raise", gast.Break: "break",
@@ -97,9 +91,15 @@ def _leaving(stmts: list) -> frozenset | None:
             return frozenset(kinds | {_KINDS[type(stmt)]})
         kinds |= _jumps_in(stmt)
         if isinstance(stmt, gast.If):
-            body, orelse = _leaving(stmt.body), _leaving(stmt.orelse)
-            if body is not None and orelse is not None:
-                return frozenset(kinds | body | orelse)
+            ways = [_leaving(stmt.body), _leaving(stmt.orelse)]
+        elif isinstance(stmt, gast.Try):  # a finally that leaves: every path does
+            finally_ = _leaving(stmt.finalbody)
+            ways = [finally_] if finally_ is not None else \
+                [_leaving(stmt.body + stmt.orelse), *(_leaving(h.body) for h in stmt.handlers)]
+        else:
+            continue
+        if all(way is not None for way in ways):
+            return frozenset(kinds.union(*ways))
     return None
 
 
