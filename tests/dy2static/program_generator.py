@@ -229,6 +229,8 @@ class _Generator:
             decorator = "@traced"
         body = _Body(self, {"a": "T", "b": second}, [returns], attrs={}, layers=[],
                      fixed={"b"} if second == "I" else set(), python_only=python_only)
+        if not python_only:
+            body.dyn.add("b")  # a caller may pass a tensor (a number that became one)
         text = body.function(name, ["a", "b"], size=rnd.randint(1, 3))
         self.chunks.append(f"{decorator}\n{text}" if decorator else text)
         self.used.add("helpers")
