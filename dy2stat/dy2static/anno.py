@@ -43,6 +43,15 @@ class Transform(enum.Enum):
 
     EXTRA_TEST = "gast.expr: what a `for` loop checks before each iteration (break/return flags)."
     RETURN_VALUE = "str: on a function, the variable the return pass keeps its return value in."
+    RETURN_FLAG = "str: on a function, the flag the return pass sets where the function returns."
+    LOOP_FLAGS = "tuple[str, ...]: on a loop, the flags the break/continue pass made for it."
+    CARRIED = ("frozenset[str]: on a loop with jumps, the names it carries as written (before "
+               "its jumps became flags, whose guards make more names look carried).")
+    GUARD = ("str: on an `if not flag:` a jump pass made, the flag (its false branch runs only "
+             "where the flag is set).")
+    LEAVES = ("tuple[frozenset[str] | None, ...]: on an if of the user's, per branch, the kinds "
+              "of jump (return, raise, break, continue) every path through it ends in one of; "
+              "None where a path goes on.")
 
 
 Key = Basic | Static | Transform

@@ -5,6 +5,11 @@ variables (`nonlocal`), and `get_state`/`set_state` functions that read and assi
 variables the branches change (their *state*: `names`). A Python predicate runs one branch,
 exactly as the original code. A static predicate traces both branches into the blocks of a
 `cond` op, restoring the state in between, and binds the state to the op's outputs.
+
+A branch that jumped -- it set a flag of `exits` (return, break, continue) to True, it is the
+false branch of an `if not flag:` guard, or each of its paths ends in a jump (`left`) -- may
+leave a variable unassigned that the other branch assigns: where nothing reads it after the
+jump, the variable is the op's output, the branch that jumped yielding a placeholder for it.
 """
 
 from __future__ import annotations
@@ -36,12 +41,15 @@ _OUTPUT = object()  # a slot's value after the `if` is the cond op's output
 _EXPRESSION = ("the conditional expression",)
 
 
-def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, names=None):
+def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, names=None,
+                   exits=None, guard=None, left=(None, None)):
     """`true_fn()` if `pred` else `false_fn()`; a `cond` op when `pred` is static.
 
     With `names` (the state's names; get/set_state are None when there is no state) the
     branches are statements; without, they are the two expressions of `a if pred else b`
-    and the chosen value is returned.
+    and the chosen value is returned. `exits`: {jump flag: the names nothing reads after
+    the jump (None: all)}; `guard`: the flag of an `if not flag:`; `left`: per branch whose
+    every path jumps, the names nothing reads after it (True: all; None: it goes on).
     """
     if not values.is_static(pred):
         return true_fn() if pred else false_fn()
@@ -49,19 +57,52 @@ def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, name
     pred = values.as_predicate(pred)
     if names is not None:
         get_state, set_state = values.state_accessors(get_state, set_state)
-        _static_if(pred, true_fn, false_fn, get_state, set_state, names, where)
+        static_if(pred, true_fn, false_fn, get_state, set_state, names, where,
+                  exits, guard, left)
         return None
     box = [Undefined("value")]
 
     def branch(fn):
         return lambda: box.__setitem__(0, fn())
 
-    _static_if(pred, branch(true_fn), branch(false_fn), lambda: (box[0],),
-               lambda state: box.__setitem__(0, state[0]), _EXPRESSION, where)
+    static_if(pred, branch(true_fn), branch(false_fn), lambda: (box[0],),
+              lambda state: box.__setitem__(0, state[0]), _EXPRESSION, where)
     return box[0]
 
 
-def _static_if(pred, true_fn, false_fn, get_state, set_state, names, where) -> None:
+class _Exits:
+    """Which branches jumped, and what they leave that nothing reads."""
+
+    def __init__(self, names=(), exits=None, guard=None, left=(None, None)) -> None:
+        self.index = {name: i for i, name in enumerate(names)}
+        self.exits, self.guard, self.left = exits or {}, guard, left
+
+    def unread(self, branch: int, state: list):
+        """What `branch` (0: true, 1: false) leaves unread with its `state`: None for all,
+        else a set of names (empty where it did not jump)."""
+        if self.left[branch] is True:
+            return None
+        names = set(self.left[branch] or ())
+        for flag, unread in self.exits.items():
+            i = self.index.get(flag)
+            if (branch == 1 and flag == self.guard) or (i is not None and state[i] is True):
+                if unread is None:
+                    return None
+                names.update(unread)
+        return names
+
+    def set_in_both(self, states) -> list[int]:
+        """The slots of the flags both branches set."""
+        return [i for flag, i in self.index.items() if flag in self.exits and
+                all(s[i] is True or (b == 1 and flag == self.guard)
+                    for b, s in enumerate(states))]
+
+
+def static_if(pred, true_fn, false_fn, get_state, set_state, names, where, exits=None,
+              guard=None, left=(None, None)) -> None:
+    """A `cond` op on the bool Variable `pred` whose branches change the state; `where` is
+    the user's statement; `exits`, `guard`, `left` say where branches jumped (see
+    convert_ifelse)."""
     entry = list(get_state())
     program = values.current_program()
     first_block = len(program.blocks)
@@ -69,9 +110,10 @@ def _static_if(pred, true_fn, false_fn, get_state, set_state, names, where) -> N
     maybe = {i for i, v in enumerate(entry) if has_maybe_undefined(v)}
     while True:
         flags = AssignedFlags(_noticing_maybe(get_state, maybe), set_state, names, maybe, entry)
+        jumps = _Exits(flags.names, exits, guard, left)  # by slot of the flags' state
         try:
             _trace_with_plans(pred, true_fn, false_fn, flags, where, flags.split(entry),
-                              program, first_block)
+                              program, first_block, jumps)
             return
         except _NewlyMaybe as new:  # a loop in a branch assigned it first: carry its flag
             del program.blocks[first_block:]
@@ -80,12 +122,12 @@ def _static_if(pred, true_fn, false_fn, get_state, set_state, names, where) -> N
 
 
 def _trace_with_plans(pred, true_fn, false_fn, flags, where, init, program,
-                      first_block) -> None:
+                      first_block, exits) -> None:
     plans: dict[int, tuple] = {}
     while True:
         try:
             _trace(pred, true_fn, false_fn, flags.get, flags.set, flags.names, where, init,
-                   plans)
+                   plans, exits)
             return
         except _Replan as replan:
             del program.blocks[first_block:]
@@ -116,7 +158,8 @@ def _noticing_maybe(get_state, maybe: set):
     return get
 
 
-def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, plans) -> None:
+def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, plans,
+           exits) -> None:
     seen: dict[str, list] = {}
 
     def run_true():
@@ -134,13 +177,18 @@ def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, pl
         set_state(seen["false_entry"])
         false_fn()
         out, results = [], []
-        for i, f in enumerate(get_state()):
-            slot = _Slot(i, names[i], where, seen["true"][i], seen["yield"][i], f)
+        state = list(get_state())
+        unread = (exits.unread(0, seen["true"]), exits.unread(1, state))
+        for i, f in enumerate(state):
+            slot = _Slot(i, names[i], where, seen["true"][i], seen["yield"][i], f,
+                         [u is None or names[i] in u for u in unread])
             unchanged = _same(_mark(slot.t), seen["true_marks"][i]) and \
                 _same(_mark(f), false_marks[i])
             fy, result = slot.merge()
             out.append(fy)
             results.append(init[i] if unchanged and result is _OUTPUT else result)
+        for i in exits.set_in_both((seen["true"], state)):
+            results[i] = True  # jumped either way (a guard's false branch leaves a tensor)
         seen["results"] = results
         return out
 
@@ -176,25 +224,29 @@ class _Slot:
     """One state variable after both branches ran: what the false branch yields, and its
     value after the `if` (_OUTPUT: the op's output)."""
 
-    def __init__(self, index, name, where, t, ty, f) -> None:
+    def __init__(self, index, name, where, t, ty, f, unread=(False, False)) -> None:
         self.index, self.name, self.where = index, name, where
         self.t, self.ty, self.f = t, ty, f
+        self.unread = unread  # (true, false): nothing reads it after the branch (a jump)
 
     def merge(self):
         t, ty, f = self.t, self.ty, self.f
+        if values.is_number(t) and _same_python_value(t, f):
+            return (f if ty is not None else None), t  # the same number either way: kept
         if ty is not None:
             if values.is_tensor_like(f):
                 return self._match(ty, f), _OUTPUT
             if isinstance(f, (Undefined, UndefinedReturnValue)):
                 fy = nest.pack_as(ty, [values.placeholder(v) for v in nest.flatten(ty)])
-                if isinstance(f, UndefinedReturnValue):
+                if isinstance(f, UndefinedReturnValue) or self.unread[1]:
                     return fy, _OUTPUT
                 return fy, self._undefined("true")
             raise self._mismatch(f"{values.describe(t)} in the true branch but "
                                  f"{values.describe(f)} in the false branch")
         if f is t:
             return None, t
-        if isinstance(t, UndefinedReturnValue):
+        if isinstance(t, UndefinedReturnValue) or (isinstance(t, Undefined) and
+                                                   self.unread[0]):
             if values.is_tensor_like(f):  # the true branch must yield a placeholder too
                 spec = nest.pack_as(f, [values.Spec.of(v) for v in nest.flatten(f)])
                 raise _Replan(self.index, ("placeholder", spec))
@@ -204,7 +256,7 @@ class _Slot:
         if isinstance(t, Undefined):
             return None, f if isinstance(f, Undefined) else self._undefined("false")
         if isinstance(f, Undefined):
-            return None, self._undefined("true")
+            return None, t if self.unread[1] else self._undefined("true")
         if not values.is_tensor_like(f) and _same_python_value(t, f):
             return None, t
         raise self._mismatch(f"{values.describe(t)} in the true branch but "

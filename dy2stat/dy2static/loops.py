@@ -10,7 +10,7 @@ the current state.
 
 from __future__ import annotations
 
-from dy2stat.dy2static import sequences, values
+from dy2stat.dy2static import ifelse, sequences, values
 from dy2stat.dy2static.errors import Dy2StaticError
 from dy2stat.dy2static.tensor_array import TensorArray
 from dy2stat.dy2static.undefined import (
@@ -60,7 +60,9 @@ def convert_for_loop(iterable, extra_test, body, get_state=None, set_state=None,
             ok = extra_test()
             if values.is_static(ok):
                 rest = sequences.rest_of(iterable, consumed, iterator)
-                if rest is not None:
+                if isinstance(rest, list):
+                    _guarded_for(rest, extra_test, body, get_state, set_state, names, where)
+                elif rest is not None:
                     _static_for(rest, extra_test, body, get_state, set_state, names, where)
                 return
             if not ok:
@@ -71,6 +73,20 @@ def convert_for_loop(iterable, extra_test, body, get_state=None, set_state=None,
             return
         consumed += 1
         body(item)
+
+
+def _guarded_for(items, extra_test, body, get_state, set_state, names, where) -> None:
+    """The iterations left over items a while op cannot index (layers, say), in Python: each
+    one a cond on the loop's static test (its break/return flags)."""
+    for item in items:
+        ok = extra_test()
+        if not values.is_static(ok):
+            if not ok:
+                return
+            body(item)
+            continue
+        ifelse.static_if(values.as_predicate(ok), lambda item=item: body(item), lambda: None,
+                         get_state, set_state, names, where)
 
 
 def _static_for(seq, extra_test, body, get_state, set_state, names, where) -> None:
@@ -113,27 +129,34 @@ def _static_while(test, body, get_state, set_state, names, where) -> None:
 
 
 def _prepare(init, body, get_state, set_state, names, where, program) -> list:
-    """Entry values that a while op can carry, learnt from a trial of the body:
-    placeholders for values the body defines first (not assigned yet: MaybeUndefined),
-    tensor arrays for lists the body grows, and for a Python number the dtype of what the
-    first iteration makes of it."""
-    if not any(is_undefined(v) or isinstance(v, list) or values.is_number(v) for v in init):
-        return init
-    after = _trial(body, get_state, set_state, init, program)
+    """Entry values that a while op can carry, learnt from trials of the body: for a
+    Python number the dtype of what the first iteration makes of it (a trial in which it
+    stays a Python number, as eagerly: `s + i` with int32 `i` is int32); then placeholders
+    for values the body defines first (not assigned yet: MaybeUndefined) and tensor arrays
+    for lists the body grows (a trial that sees the carried values as the op will)."""
     prepared = list(init)
+    if any(values.is_number(v) for v in init):
+        after = _trial(body, get_state, set_state, init, program, carried=False)
+        for i, (before, now) in enumerate(zip(init, after)):
+            if values.is_number(before) and values.dtype_of(now) is not None:
+                prepared[i] = values.constant(before,
+                                              _number_dtype(names[i], before, now, where))
+    if not any(is_undefined(v) or isinstance(v, list) for v in init):
+        return prepared
+    after = _trial(body, get_state, set_state, prepared, program)
     for i, (before, now) in enumerate(zip(init, after)):
         if is_undefined(before) and values.is_tensor_like(now):
             prepared[i] = nest.pack_as(now, [values.placeholder(v) for v in nest.flatten(now)])
             if type(before) is Undefined:  # (a return value needs no flag: do_return tells)
                 prepared[i] = maybe_undefined(prepared[i], False, names[i])
-        elif isinstance(before, list) and isinstance(now, list) and len(now) != len(before):
+        elif isinstance(before, list) and (
+                isinstance(now, TensorArray)  # an inner loop grows it
+                or isinstance(now, list) and len(now) != len(before)):
             if before:
                 prepared[i] = TensorArray.from_list(before)
             else:
-                spec = values.Spec.of(now[0])
+                spec = values.Spec.of(now[0] if isinstance(now, list) else now.buffer[0])
                 prepared[i] = TensorArray.empty(spec.shape, spec.dtype)
-        elif values.is_number(before) and values.dtype_of(now) is not None:
-            prepared[i] = values.constant(before, _number_dtype(names[i], before, now, where))
     return prepared
 
 
@@ -155,18 +178,32 @@ def _number_dtype(name, number, now, where):
     return dtype
 
 
-def _trial(body, get_state, set_state, init, program) -> list:
-    """The state after one iteration of the body, traced into a block that is then dropped."""
+def _trial(body, get_state, set_state, init, program, carried=True) -> list:
+    """The state after one iteration of the body, traced into a block that is then dropped.
+
+    The body sees the carried values as it will in the while op, as Variables, so that it
+    takes the same paths (`if n > 1` on a carried number is a cond there); with
+    `carried=False` it sees them as they are."""
     first_block = len(program.blocks)
     block = program.create_block(framework.current_block().idx)
+    entry = values.snapshot(init)
     try:
         with framework.block_guard(block):
-            set_state(values.snapshot(init))
+            set_state([_as_carried(v) for v in entry] if carried else entry)
             body()
             return list(get_state())
     finally:
         del program.blocks[first_block:]
         set_state(init)
+
+
+def _as_carried(value):
+    """`value` as a while op's body sees it if the op carries it: numbers and eager tensors
+    as Variables (placeholders), Variables as they are; anything else unchanged."""
+    if isinstance(value, TensorArray) or not values.is_tensor_like(value):
+        return value
+    return nest.pack_as(value, [v if values.is_static(v) else values.placeholder(v)
+                                for v in nest.flatten(value)])
 
 
 def _build(test, body, get_state, set_state, names, where, init) -> list:

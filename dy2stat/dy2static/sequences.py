@@ -125,12 +125,27 @@ def as_sequence(value) -> StaticSequence:
 
 
 def rest_of(iterable, consumed: int, iterator):
-    """The items a Python `for` has not reached yet, as a static sequence (None if none)."""
+    """The items a Python `for` has not reached yet: a static sequence, or a list of them
+    where they cannot be stacked into tensors (layers, tensors of different shapes); None
+    if none are left."""
     if isinstance(iterable, builtins.range):
         rest = iterable[consumed:]
         return StaticRange(rest.start, rest.stop, rest.step) if len(rest) else None
     items = list(iterator)
-    return StackedItems(items) if items else None
+    if not items:
+        return None
+    return StackedItems(items) if _stackable(items) else items
+
+
+def _stackable(items: list) -> bool:
+    """Tensor-like items of one structure whose leaves agree in shape and dtype."""
+    first = items[0]
+    if not all(values.is_tensor_like(item) and nest.same_structure(first, item)
+               for item in items):
+        return False
+    columns = zip(*(nest.flatten(item) for item in items))
+    return all(len({(tuple(values.shape_of(v)), values.dtype_of(v)) for v in column}) == 1
+               for column in columns)
 
 
 def convert_range(*args):

@@ -20,7 +20,8 @@ in it: for an `if` its branch outputs and what a branch reads first, for a loop 
 values; from the liveness annotations. An
 attribute (`self.h`) is a name of its own; a subscript (`x[0]`) stands for its container.
 A state name that may be undefined before the statement is bound to `_jst.Undefined(name)`
-at the start of the function (where it surely is unbound).
+at the start of the function or generated body it is a local of (there it has no value yet;
+binding it right before the statement would drop the value a path did give it).
 
 Requires: the analyses (run here), and break_continue (no `break`, `continue` or `else` on
 loops are left; a `for` may carry an EXTRA_TEST).
@@ -87,34 +88,23 @@ class _ControlFlow(transformer.Base):
         self.values_name = ctx.namer.new("values")
         self.globals: list[set[str]] = [set()]  # what the enclosing functions declare global
         self.return_values: list[str | None] = [None]  # their RETURN_VALUE
-        self.unbound: list[dict[str, None]] = [{}]  # their state names bound to Undefined
+        self.return_flags: list[str | None] = [None]  # their RETURN_FLAG
+        # The loops around the statement in the function: (LOOP_FLAGS, carried names).
+        self.loops: list[list[tuple]] = [[]]
+        # Per function or generated body: the state names some path leaves unbound.
+        self.unbound: list[set[str]] = [set()]
 
     def visit_FunctionDef(self, node: gast.FunctionDef) -> gast.FunctionDef:
         self.globals.append(anno.getanno(node, anno.Static.BODY_SCOPE).globals)
         self.return_values.append(anno.getanno(node, anno.Transform.RETURN_VALUE, None))
-        self.unbound.append({})
-        self.generic_visit(node)
+        self.return_flags.append(anno.getanno(node, anno.Transform.RETURN_FLAG, None))
+        self.loops.append([])
+        node.body = self._visit_body(node.body, ())
         self.globals.pop()
         self.return_values.pop()
-        node.body = self._bind_undefined(node.body, self.unbound.pop())
+        self.return_flags.pop()
+        self.loops.pop()
         return node
-
-    def _bind_undefined(self, body: list[gast.stmt], names) -> list[gast.stmt]:
-        """`y = _jst.Undefined('y')` at the start of the function (after its docstring),
-        where every local is unbound: bound later, before the statement, it would undo an
-        assignment that a path (an earlier loop, an earlier iteration) did make."""
-        bindings = []
-        for name in names:
-            bindings += templates.replace("name = helpers.Undefined(text)", name=name,
-                                          helpers=self.ctx.helpers,
-                                          text=gast.Constant(name, None))
-        if not bindings:
-            return body
-        transformer.stamp(bindings, body[0])
-        first = body[0]
-        has_docstring = isinstance(first, gast.Expr) and isinstance(first.value, gast.Constant) \
-            and isinstance(first.value.value, str)
-        return body[:1] + bindings + body[1:] if has_docstring else bindings + body
 
     def _labels(self, state: list[str]) -> gast.Tuple:
         """What the helpers call the state in messages: its names (the return value's too)."""
@@ -130,22 +120,80 @@ class _ControlFlow(transformer.Base):
     def visit_If(self, node: gast.If) -> list[gast.stmt]:
         # Read the branches' annotations before converting what is inside them.
         state = _state_names(set(liveness.branch_outputs(node)) | _read_first(node))
-        self.generic_visit(node)
+        node.test = self.visit(node.test)
+        node.body = self._visit_body(node.body, state)
+        node.orelse = self._visit_body(node.orelse, state) if node.orelse else []
         if_true, if_false = self.new_name("if_true"), self.new_name("if_false")
         defs = templates.replace(_IF if node.orelse else _IF_WITHOUT_ELSE, if_true=if_true,
                                  if_false=if_false, body=node.body, orelse=node.orelse,
                                  **self._declared(state))
         get_state, set_state, accessors = self._accessors(state)
+        keywords, exits, left = "", self._exits(node, state), self._left(node, state)
+        if exits is not None:
+            keywords += ", exits=exits"
+        guard = anno.getanno(node, anno.Transform.GUARD, None)
+        if guard is not None:
+            keywords += ", guard=flag"
+        if left is not None:
+            keywords += ", left=left"
         call = templates.replace(
-            "helpers.convert_ifelse(test, if_true, if_false, get_state, set_state, names)",
-            helpers=self.ctx.helpers, test=node.test, if_true=if_true, if_false=if_false,
-            get_state=get_state, set_state=set_state, names=self._labels(state))
-        self._undefined(node, state)
+            "helpers.convert_ifelse(test, if_true, if_false, get_state, set_state, names"
+            f"{keywords})", helpers=self.ctx.helpers, test=node.test, if_true=if_true,
+            if_false=if_false, get_state=get_state, set_state=set_state,
+            names=self._labels(state), exits=exits, flag=gast.Constant(guard, None),
+            left=left)
+        self._note_undefined(node, state)
         return defs + accessors + call
 
+    def _exits(self, node: gast.If, state: list[str]) -> gast.Dict | None:
+        """`{flag: names}` for the jump flags among the state (or the guard's): where a
+        branch set the flag, what it leaves unassigned of `names` is never read -- of any
+        name (None) for the return flag, of the loop's own (not carried) for its flags."""
+        exits = {}
+        if self.return_flags[-1] is not None:
+            exits[self.return_flags[-1]] = gast.Constant(None, None)
+        if self.loops[-1]:
+            own = gast.Tuple([gast.Constant(n, None) for n in self._own_names(state)],
+                             gast.Load())
+            exits.update((flag, own) for flag in self.loops[-1][-1][0])
+        guard = anno.getanno(node, anno.Transform.GUARD, None)
+        exits = {f: v for f, v in exits.items() if f in state or f == guard}
+        if not exits:
+            return None
+        return gast.Dict([gast.Constant(f, None) for f in exits], list(exits.values()))
+
+    def _left(self, node: gast.If, state: list[str]) -> gast.Tuple | None:
+        """Per branch that always leaves by jumps of more than one kind (LEAVES; with one
+        kind, its flag is True where the branch ends), what it leaves unread: everything
+        (True) where it leaves the function, else the innermost loop's own names."""
+        leaves = anno.getanno(node, anno.Transform.LEAVES, None)
+        if leaves is None or all(kinds is None or len(kinds) == 1 for kinds in leaves):
+            return None
+        leaves = [kinds if kinds is not None and len(kinds) > 1 else None for kinds in leaves]
+        own = gast.Tuple([gast.Constant(n, None) for n in self._own_names(state)],
+                         gast.Load())
+        return gast.Tuple([gast.Constant(None, None) if kinds is None else
+                           gast.Constant(True, None) if kinds <= {"return", "raise"} else own
+                           for kinds in leaves], gast.Load())
+
+    def _own_names(self, state: list[str]) -> list[str]:
+        """The state names the innermost loop neither carries nor flags jumps with."""
+        if not self.loops[-1]:
+            return []
+        flags, carried = self.loops[-1][-1]
+        return [n for n in state if n not in carried and n not in flags]
+
+    def _visit_loop_body(self, node: gast.While | gast.For, state: list[str]) -> list:
+        carried = anno.getanno(node, anno.Transform.CARRIED, frozenset())
+        self.loops[-1].append((anno.getanno(node, anno.Transform.LOOP_FLAGS, ()), carried))
+        body = self._visit_body(node.body, state)
+        self.loops[-1].pop()
+        return body
+
     def visit_While(self, node: gast.While) -> list[gast.stmt]:
-        self.generic_visit(node)
         state = _state_names(liveness.loop_carried(node))
+        node.test = self.visit(node.test)
+        node.body = self._visit_loop_body(node, state)
         loop_test, loop_body = self.new_name("while_test"), self.new_name("while_body")
         defs = templates.replace(_WHILE, loop_test=loop_test, loop_body=loop_body,
                                  test=node.test, body=node.body, **self._declared(state))
@@ -154,12 +202,13 @@ class _ControlFlow(transformer.Base):
             "helpers.convert_while_loop(loop_test, loop_body, get_state, set_state, names)",
             helpers=self.ctx.helpers, loop_test=loop_test, loop_body=loop_body,
             get_state=get_state, set_state=set_state, names=self._labels(state))
-        self._undefined(node, state)
+        self._note_undefined(node, state)
         return defs + accessors + call
 
     def visit_For(self, node: gast.For) -> list[gast.stmt]:
-        self.generic_visit(node)
         state = _state_names(liveness.loop_carried(node))
+        node.iter = self.visit(node.iter)
+        node.body = self._visit_loop_body(node, state)
         loop_body, item = self.new_name("for_body"), self.new_name("item")
         defs = templates.replace(_FOR, loop_body=loop_body, item=item, target=node.target,
                                  body=node.body, **self._declared(state))
@@ -175,7 +224,7 @@ class _ControlFlow(transformer.Base):
             "names)", helpers=self.ctx.helpers, iterable=node.iter, extra_test=extra_test,
             loop_body=loop_body, get_state=get_state, set_state=set_state,
             names=self._labels(state))
-        self._undefined(node, state)
+        self._note_undefined(node, state)
         return defs + accessors + call
 
     def _accessors(self, state: list[str]) -> tuple[str, str, list[gast.stmt]]:
@@ -188,13 +237,28 @@ class _ControlFlow(transformer.Base):
                                  **self._declared(state))
         return get_state, set_state, defs
 
-    def _undefined(self, node: gast.stmt, state: list[str]) -> None:
-        """Note the plain state names some path leaves unbound before `node` (the function
-        binds them to Undefined at its start)."""
+    def _visit_body(self, stmts: list, state) -> list:
+        """The converted statements of a body that becomes a function declaring `state`
+        nonlocal, with its own names that some path leaves unbound bound at its start."""
+        self.unbound.append(set())
+        stmts = self.visit_block(stmts)
+        unbound = self.unbound.pop()
+        self.unbound[-1].update(unbound & set(state))  # the enclosing function's names
+        return self._bind_undefined(sorted(unbound - set(state))) + stmts
+
+    def _note_undefined(self, node: gast.stmt, state: list[str]) -> None:
+        """Remember the plain state names some path to `node` leaves unbound."""
         defined = anno.getanno(node, anno.Static.DEFINED_VARS_IN)
-        for name in state:
-            if name.isidentifier() and defined.maybe_undefined(name):
-                self.unbound[-1][name] = None
+        self.unbound[-1].update(name for name in state
+                                if name.isidentifier() and defined.maybe_undefined(name))
+
+    def _bind_undefined(self, names: list[str]) -> list[gast.stmt]:
+        """`y = _jst.Undefined('y')` for each of `names`."""
+        out = []
+        for name in names:
+            out += templates.replace("name = helpers.Undefined(text)", name=name,
+                                     helpers=self.ctx.helpers, text=gast.Constant(name, None))
+        return out
 
 
 def _read_first(node: gast.If) -> set[QN]:

@@ -15,7 +15,10 @@
 A loop that holds a `return` also stops on the flag. Where the end of the function may be
 reached without a `return`, `retval_0 = None` is set there (what Python returns). Functions
 whose only `return` is their last statement are left as they are. Attaches RETURN_VALUE
-(the name of retval_0) to the function. Requires: nothing; runs after break_continue.
+(the name of retval_0) and RETURN_FLAG (do_return_0) to the function, and GUARD to each
+`if not do_return_0:` it makes. (Where the function has returned -- a branch that set the
+flag, the false branch of a guard -- a name left unassigned is never read.)
+Requires: nothing; runs after break_continue.
 """
 
 from __future__ import annotations
@@ -49,7 +52,9 @@ class _Returns(transformer.Base):
             transformer.stamp(new, ret)
             return new
 
-        body = jumps.rewrite(node.body, gast.Return, do_return, replace, True)
+        body = jumps.rewrite(node.body, gast.Return, do_return, replace, True,
+                             lambda guard: anno.setanno(guard, anno.Transform.GUARD,
+                                                        do_return))
         prologue = templates.replace(
             "do_return = False\nretval = helpers.UndefinedReturnValue()",
             do_return=do_return, retval=retval, helpers=self.ctx.helpers)
@@ -60,6 +65,7 @@ class _Returns(transformer.Base):
         transformer.stamp(epilogue + exit_, node.body[-1])
         node.body = prologue + body + epilogue + exit_
         anno.setanno(node, anno.Transform.RETURN_VALUE, retval)
+        anno.setanno(node, anno.Transform.RETURN_FLAG, do_return)
         return node
 
 
