@@ -226,15 +226,45 @@ def _diff_outputs(op: Operator) -> list[str]:
 
 
 def _requires(ops, block: Block, sources: set) -> set:
-    """Names that depend (differentiably) on a source: forward reachability."""
+    """Names that depend (differentiably) on a source: forward reachability (through a
+    cond's or while's blocks, output by output)."""
     req = {n for n in sources if _is_float(block.find_var(n))}
     for op in ops:
-        if any(n in req for n in _diff_inputs(op)):
-            for n in _diff_outputs(op):
-                var = block.find_var(n)
-                if _is_float(var) and (not var.stop_gradient or n in sources):
-                    req.add(n)
+        if not any(n in req for n in _diff_inputs(op)):
+            continue
+        reached = (_sub_block_requires(op, block, req) if op.type in ("cond", "while")
+                   else _diff_outputs(op))
+        for n in reached:
+            var = block.find_var(n)
+            if _is_float(var) and (not var.stop_gradient or n in sources):
+                req.add(n)
     return req
+
+
+def _sub_block_requires(op: Operator, block: Block, req: set) -> list[str]:
+    """The outputs of a cond or while op that a name of ``req`` reaches: those its
+    branches or loop body compute from one (a loop to a fixed point over its carries)."""
+    blocks = block.program.blocks
+    outer = {n for n in op.inputs.get("Input", []) if n in req}
+    if op.type == "cond":
+        outs = op.outputs.get("Out", [])
+        reached = set()
+        for which in ("true", "false"):
+            sub = blocks[op.attrs[f"{which}_block"]]
+            inside = _requires(sub.ops, sub, outer)
+            reached |= {i for i, n in enumerate(op.attrs[f"{which}_outs"]) if n in inside}
+        return [outs[i] for i in sorted(reached)]
+    body = blocks[op.attrs["body_block"]]
+    carried = {i for i, n in enumerate(op.inputs.get("X", [])) if n in req}
+    while True:
+        start = outer | {op.attrs["body_args"][i] for i in carried}
+        inside = _requires(body.ops, body, start)
+        more = carried | {i for i, n in enumerate(op.attrs["body_outs"]) if n in inside}
+        if more == carried:
+            break
+        carried = more
+    outs = op.outputs.get("Out", [])
+    return [outs[i] for i in sorted(carried)]
 
 
 class _Grads:

@@ -136,7 +136,8 @@ def _name(value) -> str:
 
 def _has_effect(program: Program, op: Operator) -> bool:
     """Kept by DCE whatever is needed: writes state, draws random numbers, or has
-    no outputs at all (an op run only for what it does, like a print)."""
+    no outputs at all (an op run only for what it does, like a print) -- itself or an
+    op of its sub-blocks (a cond whose branch updates running statistics)."""
     glob = program.global_block()
     if not op.output_names():
         return True
@@ -145,7 +146,10 @@ def _has_effect(program: Program, op: Operator) -> bool:
         if var is not None and var.persistable:
             return True
     opdef = OPS.get(op.type)
-    return opdef is None or opdef.random
+    if opdef is None or opdef.random:
+        return True
+    return any(_has_effect(program, inner) for idx in op.sub_blocks()
+               for inner in program.blocks[idx].ops)
 
 
 def _live_ops(program: Program, roots: set, cut: set, forced=None) -> list[int]:

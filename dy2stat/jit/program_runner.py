@@ -140,7 +140,10 @@ class ProgramRunner:
                        if need and block.var(n).dtype in dtypes.FLOATS]
         wrt = float_feeds + list(trainable)
         differentiable = runtime_backward.requires_grad(full, wrt)
-        targets = [n for n in self.fetch_names if block.var(n).dtype in dtypes.FLOATS]
+        # One seed per fetched name: a name fetched twice (``return y, y``) sums its
+        # outputs' gradients (run_backward).
+        targets = list(dict.fromkeys(n for n in self.fetch_names
+                                     if block.var(n).dtype in dtypes.FLOATS))
         seeds = []
         for name in targets:
             var = block.var(name)
@@ -178,8 +181,11 @@ class ProgramRunner:
         scope, where = self._scope()
         if plans is None:
             plans = self._backward_plans(scope.xp)
-        dout_by_name = dict(zip(self.fetch_names, douts))
-        seeds = {seed: dout_by_name[target]._data
+        dout_by_name: dict = {}  # arrays; a name fetched twice: the sum of both
+        for name, dout in zip(self.fetch_names, douts):
+            previous = dout_by_name.get(name)
+            dout_by_name[name] = dout._data if previous is None else previous + dout._data
+        seeds = {seed: dout_by_name[target]
                  for target, seed in zip(plans.targets, plans.seed_names)}
         with where:
             if len(saved) == 2:

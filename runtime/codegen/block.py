@@ -54,7 +54,7 @@ class _Value:
 
 class _Step:
     __slots__ = ("index", "number", "op", "opdef", "attrs", "ins", "outs", "reads", "subs",
-                 "join", "constant", "counters", "native")
+                 "join", "constant", "counters", "native", "rebound")
 
     def __init__(self, index, number, op, opdef, attrs):
         self.index, self.op, self.opdef, self.attrs = index, op, opdef, attrs
@@ -67,6 +67,9 @@ class _Step:
         self.constant = False  # computed when the plan compiled: no code
         self.counters: set[int] = set()  # a while's carried values kept Python ints
         self.native = None  # a region's compiled code: (namespace name, constant names)
+        # Persistables a cond's branches or a while's body write (running statistics):
+        # read again from the scope after the op, as new values of their names here.
+        self.rebound: list[_Value] = []
 
 
 class Module:
@@ -289,7 +292,12 @@ class Function:
                 step.reads += free_args
         for slot in opdef.outputs:
             step.outs.append([self._define(n) for n in op.outputs.get(slot.name, [])])
-        if op.type not in CONTROL_FLOW:
+        if op.type in CONTROL_FLOW:
+            step.rebound = [self._define(n) for n in
+                            _scope_writes(self.mod.program, op, self.lookup)]
+            if step.rebound:
+                step.outs.append(step.rebound)
+        else:
             self._evaluate(step)
         return step
 
@@ -456,9 +464,11 @@ class Function:
         released, dels = [], []
         for v in _flat(step.outs):
             if v.var is not None and v.var.persistable:
+                mod.scope_buffers |= v.buffers
+                if v in step.rebound:
+                    continue  # read from the scope: already there
                 value = f"{v.ref}.copy()" if v.buffers & mod.const_buffers else v.ref
                 code.append((f"    S[{mod.const(v.name, 'n')}] = {value}", desc))
-                mod.scope_buffers |= v.buffers
             if v.last_use < 0:  # never read: released right away
                 v.last_use = i
                 released.append(v.name)
@@ -477,6 +487,14 @@ class Function:
         if target is not None:
             self.in_place.append(step.number)
         return code
+
+    def _scope_read(self, v: _Value) -> str:
+        """How code reads persistable ``v`` as the scope holds it now."""
+        return f"S[{self.mod.const(v.name, 'n')}]"
+
+    def _rebind(self, step: _Step) -> list[str]:
+        """Lines giving ``step.rebound`` the values its sub-blocks left in the scope."""
+        return [f"    {v.ref} = {self._scope_read(v)}" for v in step.rebound]
 
     def _predicate(self, v: _Value) -> str:
         """A cond/while predicate: read as is when it holds one element, else checked."""
@@ -504,19 +522,23 @@ class Function:
             call_t = f"{fn_t.name}({', '.join(['S'] + [v.ref for v in free_t])})"
             call_f = f"{fn_f.name}({', '.join(['S'] + [v.ref for v in free_f])})"
             return control_flow.cond_lines(self._predicate(step.ins[0][0]), outs[0], call_t,
-                                           call_f)
+                                           call_f) + self._rebind(step)
         if t == "while":
             (fn_c, free_c), (fn_b, free_b) = step.subs
             carried = outs[0]
-            cond = f"{fn_c.name}({', '.join(['S', *carried] + [v.ref for v in free_c])})"
-            body = f"{fn_b.name}({', '.join(['S', *carried] + [v.ref for v in free_b])})"
+            # What the body writes to the scope, each iteration reads from it afresh.
+            written = {v.name for v in step.rebound}
+            free_c = [self._scope_read(v) if v.name in written else v.ref for v in free_c]
+            free_b = [self._scope_read(v) if v.name in written else v.ref for v in free_b]
+            cond = f"{fn_c.name}({', '.join(['S', *carried, *free_c])})"
+            body = f"{fn_b.name}({', '.join(['S', *carried, *free_b])})"
             stack = outs[1][0] if outs[1] else None
             initial = list(ins[0])
             for k in step.counters:  # a Python int for the whole loop
                 initial[k] = mod.const(int(step.ins[0][k].const))
             predicate = cond if fn_c.results[0].one_element else f"_pred({cond})"
             lines = control_flow.while_lines(step.index, op, initial, carried, stack,
-                                             predicate, body)
+                                             predicate, body) + self._rebind(step)
             for k in sorted(step.counters):  # an array again once the loop ends
                 v = step.outs[0][k]
                 if v.last_use >= 0:
@@ -566,6 +588,21 @@ class Function:
         x, y = (v.ref if v.const is None else self.mod.const(int(v.const))
                 for v in (step.ins[0][0], step.ins[1][0]))
         return f"{x} {sign} {y}"
+
+
+def _scope_writes(program: Program, op: Operator, lookup) -> list[str]:
+    """The persistable names the ops of ``op``'s sub-blocks (nested ones too) write."""
+    names: dict[str, None] = {}
+    for idx in op.sub_blocks():
+        if not (isinstance(idx, int) and 0 < idx < len(program.blocks)):
+            continue
+        for inner in program.blocks[idx].ops:
+            for n in inner.output_names():
+                var = lookup(n) or program.blocks[idx].find_var(n)
+                if var is not None and var.persistable:
+                    names[n] = None
+            names.update(dict.fromkeys(_scope_writes(program, inner, lookup)))
+    return list(names)
 
 
 def _flat(groups):

@@ -58,7 +58,7 @@ FEATURES = {
     "layer": "a Layer entry point: attributes of self, a Linear, sublayers",
     "mixed_scalars": "arithmetic mixing Python numbers and tensors",
     "modulo": "Python and tensor int % int",
-    # Constructs that fail today, or whose fixes are on their way (see KNOWN_FAILING).
+    # Constructs that once failed (and the ones in KNOWN_FAILING).
     "no_grad": "with d2s.no_grad(): inside converted code",
     "not_to_static": "a helper marked not_to_static",
     "wraps": "a helper under a functools.wraps decorator",
@@ -80,22 +80,11 @@ FEATURES = {
 # The constructs that fail today, each with its reason. The CI run leaves them out; remove
 # an entry once its fix is in, and the property covers the construct again.
 KNOWN_FAILING = {
-    # Being fixed in dy2static:
-    "no_grad": "no_grad() inside converted code is not honoured: the gradient flows",
-    "wraps": "a function under a functools.wraps decorator is converted without its "
-             "wrapper (what the wrapper does is lost)",
-    "guarded_or": "or/and after a static operand evaluate the later operands even where "
-                  "Python would have stopped (`opt > c` with opt None raises)",
-    # Being fixed in jit/nn:
-    "mutate_attribute": "a Layer attribute read while tracing is frozen into the cached "
-                        "program (no guard on it)",
-    "batchnorm": "BatchNorm running statistics of a converted Layer do not move as eager's",
-    "repeated_output": "a converted call whose outputs hold one variable twice fails when a "
-                       "gradient is asked for: 'variable y@SEED is defined twice' (one "
-                       "gradient seed per fetched name, jit/program_runner.py)",
-    "stop_gradient_of_constants": "every float output of a converted call needs a gradient "
-                                  "when an input does, also one that depends on no input "
-                                  "(eager: stop_gradient=True; jit/program_runner.py)",
+    # A limit of programs (docs/syntax.md, no_grad):
+    "no_grad": "a value computed under no_grad on only some paths of a tensor-dependent `if` "
+               "or early return: the program's output needs a gradient on every path (a zero "
+               "one where no_grad made it), while eager's output has stop_gradient=True on "
+               "the paths that ran no_grad",
     # Found here, not fixed (dy2static):
     "mixed_jumps": "a branch that leaves by jumps of different kinds, on the path a Python "
                    "`if` inside it takes (`if k > 1: <return under a tensor if>; continue`), "
@@ -112,8 +101,6 @@ KNOWN_FAILING = {
                             "loop: \"'blk' is a Undefined before this tensor-dependent loop and "
                             "a Block after an iteration\"",
 }
-# Also being fixed, but the forms written here pass today, so they stay on: not_to_static,
-# return f() in try/except, an int summing int32 tensors in a loop, keyword arguments.
 
 DEFAULT_FEATURES = frozenset(FEATURES) - frozenset(KNOWN_FAILING)
 

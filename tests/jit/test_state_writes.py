@@ -275,3 +275,86 @@ def test_batchnorm_in_a_static_program_trains_like_eager():
     np.testing.assert_allclose(state["bn._mean"], eager.bn._mean.numpy(), rtol=1e-5,
                                atol=1e-6)
     np.testing.assert_allclose(state["bn._variance"], eager.bn._variance.numpy(), rtol=1e-5)
+
+
+class ReusedNorm(nn.Layer):
+    """One BatchNorm called in a tensor branch, in a tensor loop and after both."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1D(3)
+
+    def forward(self, x):
+        if x.mean() > -100:
+            x = self.bn(x)
+        i = d2s.to_tensor(0)
+        while i < 3:
+            x = self.bn(x) + 1
+            i += 1
+        return self.bn(x)
+
+
+def test_a_norm_called_in_a_branch_then_in_a_loop_sees_its_own_updates_as_eager():
+    results = []
+    for convert in (False, True):
+        rng = np.random.default_rng(0)
+        d2s.seed(1)
+        net = ReusedNorm()
+        if convert:
+            jit.to_static(net)
+        for shift in (1, -1):
+            out = net(d2s.to_tensor((rng.standard_normal((4, 3)) + shift * 3).astype("float32")))
+        results.append((net.bn._mean.numpy(), net.bn._variance.numpy(), out.numpy()))
+    for eager_value, converted_value in zip(*results):
+        np.testing.assert_allclose(converted_value, eager_value, rtol=1e-5, atol=1e-6)
+
+
+def test_a_norm_only_in_a_branch_whose_result_is_unused_still_updates():
+    class Unused(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.bn = nn.BatchNorm1D(3)
+
+        def forward(self, x):
+            if x.sum() > 0:
+                self.bn(x)
+            return x * 2
+
+    means = []
+    for convert in (False, True):
+        d2s.seed(1)
+        net = Unused()
+        if convert:
+            jit.to_static(net)
+        net(tensor((4, 3), seed=3) + 1)
+        means.append(net.bn._mean.numpy())
+    assert not np.allclose(means[0], 0)
+    np.testing.assert_allclose(means[1], means[0], rtol=1e-6)
+
+
+def test_a_value_returned_twice_gets_the_gradient_of_both_uses():
+    @jit.to_static
+    def twice(x):
+        y = x * 3
+        if y.mean() > -100:
+            y = y + 1
+        return y, y
+
+    x = tensor((2, 3), stop_gradient=False)
+    a, b = twice(x)
+    (a.sum() * 2 + b.sum()).backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full((2, 3), 9.0))
+
+
+def test_an_output_that_is_constant_on_every_path_stops_the_gradient():
+    @jit.to_static
+    def pick(x):
+        if x.mean() > 0:
+            y = d2s.zeros([2])
+        else:
+            y = d2s.ones([2])
+        return x * 2, y
+
+    out, const = pick(tensor((2,), stop_gradient=False))
+    assert not out.stop_gradient
+    assert const.stop_gradient
