@@ -100,12 +100,13 @@ def apply(op_type: str, *inputs, **attrs):
     return results
 
 
-def binary(op_type: str):
+def binary(op_type: str, defer=None):
     """A fast entry for a binary op called through an operator (``x + 1``).
 
     It handles the common eager case inline: host arrays of one dtype (or a
     Python scalar that keeps the tensor's dtype) and no gradient to record.
-    Anything else goes through ``apply``.
+    Anything else goes through ``apply``, except an operand for which ``defer``
+    is true: the operator returns NotImplemented, so Python asks that operand.
     """
     op = get_op(op_type)
     kernel, allowed = op.kernel, op.dtypes
@@ -134,6 +135,8 @@ def binary(op_type: str):
                     return Tensor(kernel(np, a, b))
                 except Exception:
                     pass  # apply() explains the failure
+        if defer is not None and defer(y):
+            return NotImplemented
         return apply(op_type, x, y)
 
     run.__name__ = run.__qualname__ = op_type  # what docs and reprs call it

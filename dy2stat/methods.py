@@ -20,16 +20,37 @@ def _is_bool(x) -> bool:
     return getattr(x, "dtype", None) == dtypes.bool_
 
 
+_OPERANDS = (int, float, bool, complex, np.ndarray, np.generic, list, tuple)
+
+
+def foreign(value) -> bool:
+    """True for an operand that is no tensor (eager or static), number, array or sequence:
+    an operator given one returns NotImplemented, so Python asks the operand's own
+    reflected method (an unassigned name raises its error there) or raises TypeError."""
+    if isinstance(value, _OPERANDS) or value is None:
+        return False
+    cls = type(value)
+    return getattr(cls, "__add__", None) is not SURFACE["__add__"] and not (
+        cls.__module__.startswith("cupy"))
+
+
 def _binary(op_type, reflected=False):
     if reflected:
-        return lambda self, other: apply(op_type, other, self)
-    return binary(op_type)
+        def method(self, other):
+            if foreign(other):
+                return NotImplemented
+            return apply(op_type, other, self)
+
+        return method
+    return binary(op_type, defer=foreign)
 
 
 def _compare(op_type):
     def method(self, other):
         if other is None:
             return op_type == "not_equal"
+        if foreign(other):
+            return NotImplemented
         return apply(op_type, self, other)
 
     return method
@@ -37,6 +58,8 @@ def _compare(op_type):
 
 def _logical(bool_op, int_op, reflected=False):
     def method(self, other):
+        if foreign(other):
+            return NotImplemented
         a, b = (other, self) if reflected else (self, other)
         return apply(bool_op if _is_bool(self) else int_op, a, b)
 
@@ -147,8 +170,10 @@ SURFACE = {
     "__rsub__": _binary("subtract", True),
     "__mul__": _binary("multiply"),
     "__rmul__": _binary("multiply", True),
-    "__truediv__": lambda self, other: ops.divide(self, other),
-    "__rtruediv__": lambda self, other: ops.divide(other, self),
+    "__truediv__": lambda self, other: (NotImplemented if foreign(other)
+                                        else ops.divide(self, other)),
+    "__rtruediv__": lambda self, other: (NotImplemented if foreign(other)
+                                         else ops.divide(other, self)),
     "__floordiv__": _binary("floor_divide"),
     "__rfloordiv__": _binary("floor_divide", True),
     "__mod__": _binary("remainder"),

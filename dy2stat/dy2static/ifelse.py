@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dy2stat.dy2static import values
 from dy2stat.dy2static.errors import Dy2StaticError
+from dy2stat.dy2static.tensor_array import TensorArray, truth
 from dy2stat.dy2static.undefined import (
     AssignedFlags,
     Undefined,
@@ -38,6 +39,7 @@ class _Replan(Exception):
 
 
 _OUTPUT = object()  # a slot's value after the `if` is the cond op's output
+_ARRAY_OUTPUT = object()  # ... the tensor array whose buffer is the op's output
 _EXPRESSION = ("the conditional expression",)
 
 
@@ -51,6 +53,7 @@ def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, name
     the jump (None: all)}; `guard`: the flag of an `if not flag:`; `left`: per branch whose
     every path jumps, the names nothing reads after it (True: all; None: it goes on).
     """
+    pred = truth(pred)
     if not values.is_static(pred):
         return true_fn() if pred else false_fn()
     where = values.caller_location()
@@ -134,6 +137,11 @@ def _trace_with_plans(pred, true_fn, false_fn, flags, where, init, program,
             if replan.slot in plans:
                 raise RuntimeError(
                     f"cond: cannot settle the type of {flags.names[replan.slot]}") from None
+            kind, spec = replan.plan
+            if kind == "array":  # a list one branch grows more: both grow a tensor array
+                items = init[replan.slot]
+                init[replan.slot] = (TensorArray.from_list(items) if items else
+                                     TensorArray.empty(spec.shape, spec.dtype))
             plans[replan.slot] = replan.plan
 
 
@@ -187,13 +195,16 @@ def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, pl
             fy, result = slot.merge()
             out.append(fy)
             results.append(init[i] if unchanged and result is _OUTPUT else result)
+            if result is _ARRAY_OUTPUT:
+                out[-1] = fy.buffer
         for i in exits.set_in_both((seen["true"], state)):
             results[i] = True  # jumped either way (a guard's false branch leaves a tensor)
         seen["results"] = results
         return out
 
     outs = control_flow.cond(pred, run_true, run_false)
-    set_state([o if r is _OUTPUT else r for o, r in zip(outs, seen["results"])])
+    set_state([o if r is _OUTPUT else TensorArray(o) if r is _ARRAY_OUTPUT else r
+               for o, r in zip(outs, seen["results"])])
 
 
 def _mark(value):
@@ -211,8 +222,10 @@ def _same(mark, entry_mark) -> bool:
 
 
 def _true_yield(i: int, t, plans: dict):
+    if isinstance(t, TensorArray):
+        return t.buffer
     plan = plans.get(i)
-    if plan is not None:
+    if plan is not None and plan[0] != "array":
         kind, spec = plan
         if kind == "dtype":
             return values.constant(t, spec)
@@ -231,6 +244,11 @@ class _Slot:
 
     def merge(self):
         t, ty, f = self.t, self.ty, self.f
+        if isinstance(t, TensorArray) and isinstance(f, TensorArray):
+            return TensorArray(self._match(ty, f.buffer)), _ARRAY_OUTPUT
+        if _grown_differently(t, f):
+            element = (t if len(t) > len(f) else f)[-1]
+            raise _Replan(self.index, ("array", values.Spec.of(element)))
         if values.is_number(t) and _same_python_value(t, f):
             return (f if ty is not None else None), t  # the same number either way: kept
         if ty is not None:
@@ -334,6 +352,14 @@ class _Slot:
             f"the same type (tensors of one dtype and rank, or the same Python value){hint}",
             *self.where,
         )
+
+
+def _grown_differently(t, f) -> bool:
+    """Whether the branches left a list of tensors with different lengths (one appended
+    more): it becomes a tensor array whose length is known when the program runs."""
+    return (isinstance(t, list) and isinstance(f, list) and len(t) != len(f)
+            and values.is_tensor_like(t) and values.is_tensor_like(f)
+            and all(not isinstance(v, (list, tuple, dict)) for v in t + f))
 
 
 def _same_python_value(a, b) -> bool:

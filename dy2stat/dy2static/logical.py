@@ -13,6 +13,7 @@ from __future__ import annotations
 import operator
 
 from dy2stat.dy2static import values
+from dy2stat.dy2static.tensor_array import truth
 
 
 def convert_logical_and(*operands):
@@ -43,6 +44,7 @@ def _combine(combine, a, b):
 
 def convert_logical_not(value):
     """`not value`: a bool tensor for a static value."""
+    value = truth(value)
     if values.is_static(value):
         return ~values.as_predicate(value)
     return not value

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dy2stat.dy2static import ifelse, sequences, values
 from dy2stat.dy2static.errors import Dy2StaticError
-from dy2stat.dy2static.tensor_array import TensorArray
+from dy2stat.dy2static.tensor_array import TensorArray, truth
 from dy2stat.dy2static.undefined import (
     AssignedFlags,
     Undefined,
@@ -31,7 +31,7 @@ class LoopVariableError(Dy2StaticError, TypeError):
 def convert_while_loop(test, body, get_state=None, set_state=None, names=()):
     """`while test(): body()`; a `while` op from the first check whose result is static."""
     while True:
-        pred = test()
+        pred = truth(test())
         if values.is_static(pred):
             get_state, set_state = values.state_accessors(get_state, set_state)
             _static_while(test, body, get_state, set_state, names, values.caller_location())
@@ -139,8 +139,12 @@ def _prepare(init, body, get_state, set_state, names, where, program) -> list:
         after = _trial(body, get_state, set_state, init, program, carried=False)
         for i, (before, now) in enumerate(zip(init, after)):
             if values.is_number(before) and values.dtype_of(now) is not None:
-                prepared[i] = values.constant(before,
-                                              _number_dtype(names[i], before, now, where))
+                # A number the body broadcasts into a tensor (`z = 0; z = z + x`) enters
+                # with that tensor's shape, where it is known before the program runs.
+                shape = values.shape_of(now)
+                prepared[i] = values.constant(
+                    before, _number_dtype(names[i], before, now, where),
+                    shape if -1 not in shape else [])
     if not any(is_undefined(v) or isinstance(v, list) for v in init):
         return prepared
     after = _trial(body, get_state, set_state, prepared, program)
@@ -229,11 +233,14 @@ def _build(test, body, get_state, set_state, names, where, init) -> list:
 
     def body_fn(*loop_vars):
         entry = state_from(loop_vars)
+        # What the carried values looked like: the body may change a dict or list in place.
+        shapes = values.snapshot(entry)
         set_state(entry)
         body()
         state = list(get_state())
         for i, (before, now) in enumerate(zip(entry, state)):
-            _check_carried(i, names[i], init[i], before, now, i in carried, where)
+            _check_carried(i, names[i], init[i], shapes[i] if i in carried else before, now,
+                           i in carried, where)
         return loop_vars_of(state)
 
     outs = control_flow.while_loop(cond_fn, body_fn, loop_vars_of(init))
@@ -257,9 +264,14 @@ def _check_carried(i, name, initial, before, now, carried, where) -> None:
         raise LoopVariableError(f"{label} {what} in the body of this tensor-dependent loop",
                                 *where)
     if not nest.same_structure(before, now):
+        advice = None
+        if isinstance(before, dict) and isinstance(now, dict):
+            added = sorted(map(repr, set(now) - set(before)))
+            advice = (f"Give it every key the loop sets ({', '.join(added)}) before the "
+                      "loop." if added else None)
         raise LoopVariableError(
             f"{label} is {values.describe(before)} before this tensor-dependent loop and "
-            f"{values.describe(now)} after an iteration", *where)
+            f"{values.describe(now)} after an iteration", *where, advice)
     for a, b in zip(nest.flatten(before), nest.flatten(now)):
         da, db = values.dtype_of(a), values.dtype_of(b)
         if da != db:
@@ -270,4 +282,6 @@ def _check_carried(i, name, initial, before, now, carried, where) -> None:
         if len(values.shape_of(a)) != len(values.shape_of(b)):
             raise LoopVariableError(
                 f"{label} changes rank from {values.shape_of(a)} to {values.shape_of(b)} in "
-                "the body of this tensor-dependent loop", *where)
+                "the body of this tensor-dependent loop", *where,
+                "Give it the rank it has after the loop before the loop (e.g. "
+                "d2s.zeros([...]) instead of 0, or a reshape in the body).")

@@ -78,6 +78,48 @@ class TensorArray:
     def __getitem__(self, index):
         return self.buffer[index]
 
+    def __bool__(self):
+        raise TypeError("the truth of a tensor array is known only when the program runs; "
+                        "test len(array) > 0 in converted code")
+
+    def __len__(self):
+        n = self.buffer.shape[0]
+        if n < 0:
+            raise TypeError("the length of this tensor array is known only when the program "
+                            "runs; len() in converted code gives it as a tensor")
+        return n
+
+    def extend(self, items) -> None:
+        """Append each of `items` (a list or another tensor array)."""
+        if isinstance(items, TensorArray):
+            self.buffer = ops.concat([self.buffer, ops.cast(items.buffer, self.buffer.dtype)])
+            return
+        for item in items:
+            self.append(item)
+
+    def __add__(self, other):
+        """`array + [v, ...]` (or another array): a new array, as list concatenation."""
+        if not isinstance(other, (list, tuple, TensorArray)):
+            return NotImplemented
+        out = self.snapshot()
+        out.extend(other)
+        return out
+
+    def __radd__(self, other):
+        if not isinstance(other, (list, tuple)):
+            return NotImplemented
+        if not other:
+            return self.snapshot()
+        out = TensorArray.from_list(list(other))
+        out.extend(self)
+        return out
+
+    def __iadd__(self, other):
+        if not isinstance(other, (list, tuple, TensorArray)):
+            return NotImplemented
+        self.extend(other)
+        return self
+
     def __iter__(self):
         # Indexing never runs out (the length is only known at run time): no implicit
         # iteration. A `for` loop in converted code walks the array with a while op.
@@ -98,16 +140,32 @@ class TensorArray:
         return ops.transpose(self.buffer, perm)
 
     def concat(self, axis: int = 0):
-        """`d2s.concat(list, axis=0)` of the elements."""
-        if axis != 0:
-            raise ValueError("d2s.concat of a tensor array supports axis=0 only")
-        rest = self.buffer.shape[2:]
-        if any(d < 0 for d in rest):
-            raise ValueError("d2s.concat of a tensor array needs element shapes known past dim 0")
-        return ops.reshape(self.buffer, [-1, *rest])
+        """`d2s.concat(list, axis)` of the elements: the array's own dim moved next to
+        `axis` and merged with it."""
+        element = list(self.buffer.shape[1:])
+        if not element:
+            raise ValueError("d2s.concat needs elements of at least one dim")
+        axis = axis % len(element)
+        if any(d < 0 for i, d in enumerate(element) if i != axis):
+            raise ValueError("d2s.concat of a tensor array needs the element dims other "
+                             "than the concatenated one known before the program runs")
+        buffer = self.buffer
+        if axis:
+            perm = list(range(1, axis + 1)) + [0] + list(range(axis + 1, len(element) + 1))
+            buffer = ops.transpose(buffer, perm)
+        return ops.reshape(buffer, [*element[:axis], -1, *element[axis + 1:]])
 
     def __repr__(self) -> str:
         return f"TensorArray({self.buffer!r})"
+
+
+def truth(value):
+    """`value` as the condition of an `if`, `while` or `not`: a tensor array is true when
+    it has elements (a bool Variable when its length is known only when the program runs);
+    anything else is itself."""
+    if isinstance(value, TensorArray):
+        return value.length() > 0
+    return value
 
 
 def _as_tensor(value):

@@ -87,6 +87,8 @@ class _ControlFlow(transformer.Base):
         super().__init__(ctx)
         self.values_name = ctx.namer.new("values")
         self.globals: list[set[str]] = [set()]  # what the enclosing functions declare global
+        # The plain names each enclosing function binds (or declares global or nonlocal).
+        self.bound: list[set[str] | None] = [None]
         self.return_values: list[str | None] = [None]  # their RETURN_VALUE
         self.return_flags: list[str | None] = [None]  # their RETURN_FLAG
         # The loops around the statement in the function: (LOOP_FLAGS, carried names).
@@ -95,12 +97,15 @@ class _ControlFlow(transformer.Base):
         self.unbound: list[set[str]] = [set()]
 
     def visit_FunctionDef(self, node: gast.FunctionDef) -> gast.FunctionDef:
-        self.globals.append(anno.getanno(node, anno.Static.BODY_SCOPE).globals)
+        scope = anno.getanno(node, anno.Static.BODY_SCOPE)
+        self.globals.append(scope.globals)
+        self.bound.append(scope.local_names | scope.globals | scope.nonlocals)
         self.return_values.append(anno.getanno(node, anno.Transform.RETURN_VALUE, None))
         self.return_flags.append(anno.getanno(node, anno.Transform.RETURN_FLAG, None))
         self.loops.append([])
         node.body = self._visit_body(node.body, ())
         self.globals.pop()
+        self.bound.pop()
         self.return_values.pop()
         self.return_flags.pop()
         self.loops.pop()
@@ -119,7 +124,7 @@ class _ControlFlow(transformer.Base):
 
     def visit_If(self, node: gast.If) -> list[gast.stmt]:
         # Read the branches' annotations before converting what is inside them.
-        state = _state_names(set(liveness.branch_outputs(node)) | _read_first(node))
+        state = self._state(set(liveness.branch_outputs(node)) | _read_first(node))
         node.test = self.visit(node.test)
         node.body = self._visit_body(node.body, state)
         node.orelse = self._visit_body(node.orelse, state) if node.orelse else []
@@ -190,8 +195,15 @@ class _ControlFlow(transformer.Base):
         self.loops[-1].pop()
         return body
 
+    def _state(self, qns) -> list[str]:
+        """The state names of a statement changing `qns`. A plain name the function never
+        binds (a module `d2s` whose `add` is called, a global list appended to) is changed
+        in place, not rebound: carrying it would make it a local of the function."""
+        bound = self.bound[-1]
+        return [n for n in _state_names(qns) if bound is None or "." in n or n in bound]
+
     def visit_While(self, node: gast.While) -> list[gast.stmt]:
-        state = _state_names(liveness.loop_carried(node))
+        state = self._state(liveness.loop_carried(node))
         node.test = self.visit(node.test)
         node.body = self._visit_loop_body(node, state)
         loop_test, loop_body = self.new_name("while_test"), self.new_name("while_body")
@@ -206,7 +218,7 @@ class _ControlFlow(transformer.Base):
         return defs + accessors + call
 
     def visit_For(self, node: gast.For) -> list[gast.stmt]:
-        state = _state_names(liveness.loop_carried(node))
+        state = self._state(liveness.loop_carried(node))
         node.iter = self.visit(node.iter)
         node.body = self._visit_loop_body(node, state)
         loop_body, item = self.new_name("for_body"), self.new_name("item")

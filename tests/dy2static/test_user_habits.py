@@ -1,0 +1,213 @@
+"""Habits of code written for eager frameworks that conversion must keep: module functions
+called in loops, lists grown in loops, values that change rank or become tensors in a loop.
+Each function runs eagerly and converted on inputs that take each path; values and
+gradients must agree."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import dy2stat as d2s
+from dy2stat import nn
+from dy2stat.dy2static.loops import LoopVariableError
+from dy2stat.dy2static.undefined import UndefinedVariableError
+from tests.dy2static.test_regressions import MIX, NEG, POS, assert_converted_equals_eager
+
+
+def _count(n=3):
+    return d2s.to_tensor(n)
+
+
+# A module whose function shares a name with a mutating method (set.add, list.pop,
+# dict.update) is read, not changed: it must not become a loop's carried value.
+
+
+def module_add_in_tensor_loop(x):
+    i = d2s.to_tensor(0)
+    while i < _count():
+        x = d2s.add(x, x * 0.5)
+        i += 1
+    return x
+
+
+def module_calls_in_python_and_tensor_branches(x):
+    for _ in range(2):
+        if x.mean() > 0:
+            x = d2s.add(x, d2s.ones_like(x))
+        else:
+            x = nn.functional.relu(d2s.add(x, x))
+    return x + math.pi
+
+
+def aliased_module_in_nested_loops(x):
+    import dy2stat as paddle
+
+    i = paddle.to_tensor(0)
+    while i < 2:
+        for j in range(2):
+            x = paddle.add(x, paddle.full_like(x, float(j)))
+        i += 1
+    return x
+
+
+def test_module_functions_named_like_mutating_methods_in_loops():
+    for fn in (module_add_in_tensor_loop, module_calls_in_python_and_tensor_branches,
+               aliased_module_in_nested_loops):
+        assert_converted_equals_eager(fn, POS, NEG, MIX)
+
+
+# Lists grown by a different number of items on each path of a tensor `if` (an append
+# after a tensor `break`, an append in one branch) become tensor arrays whose length the
+# program knows when it runs.
+
+
+def append_after_tensor_break(x):
+    outs = []
+    i = d2s.to_tensor(0)
+    while i < 5:
+        if x.sum() > 12:
+            break
+        outs.append(x * i.astype("float32"))
+        x = x + 1
+        i += 1
+    return d2s.stack(outs).sum(axis=0) if outs else x
+
+
+def append_after_continue(x):
+    outs = [x]
+    for i in range(4):
+        x = x + 1
+        if x.mean() > 2:
+            continue
+        outs.append(x * float(i))
+    return d2s.concat(outs, axis=0)
+
+
+def append_in_one_branch_then_stack(x):
+    feats = [x]
+    if x.mean() > 0:
+        feats.append(x * 2)
+        feats.append(x * 3)
+    else:
+        feats.append(-x)
+    return d2s.stack(feats).sum(axis=0) + len(feats)
+
+
+def test_lists_grown_differently_by_the_branches_of_a_tensor_if():
+    for fn in (append_after_tensor_break, append_after_continue,
+               append_in_one_branch_then_stack):
+        assert_converted_equals_eager(fn, POS, NEG, MIX, POS * 4)
+
+
+def grow_by_concatenation(x):
+    s = []
+    i = d2s.to_tensor(0)
+    while i < 3:
+        s = s + [x * i.astype("float32")]
+        i += 1
+    s += [x]
+    return d2s.stack(s)
+
+
+def extend_in_loop(x):
+    s = [x]
+    i = d2s.to_tensor(0)
+    while i < 2:
+        s.extend([x + 1, x * 2])
+        x = x - 1
+        i += 1
+    return d2s.stack(s, axis=1)
+
+
+def concat_on_a_later_axis(x):
+    outs = []
+    i = d2s.to_tensor(0)
+    while i < 3:
+        outs.append(x * (i + 1).astype("float32"))
+        i += 1
+    return d2s.concat(outs, axis=1) + d2s.concat(outs, axis=-1)
+
+
+def test_lists_grown_in_tensor_loops_by_concatenation_extend_and_concat_axes():
+    for fn in (grow_by_concatenation, extend_in_loop, concat_on_a_later_axis):
+        assert_converted_equals_eager(fn, POS, NEG)
+
+
+# A Python number a tensor loop turns into a tensor of some shape (`total = 0` then
+# `total = total + x.sum(axis=0)`) enters the loop with that shape, as it leaves it eagerly.
+
+
+def number_accumulates_a_row(x):
+    total = 0
+    i = d2s.to_tensor(0)
+    while i < 3:
+        total = total + x.sum(axis=0)
+        i += 1
+    return total * 2
+
+
+def float_accumulates_a_one_element_tensor(x):
+    z = 0.0
+    for i in range(_count(2)):
+        z = z + x.sum().reshape([1]) * (i + 1)
+    return x * z
+
+
+def test_numbers_broadcast_into_tensors_by_a_tensor_loop():
+    for fn in (number_accumulates_a_row, float_accumulates_a_one_element_tensor):
+        assert_converted_equals_eager(fn, POS, NEG)
+
+
+def test_a_dict_that_gains_keys_in_a_tensor_loop_names_them():
+    def grows(x):
+        y = {"a": x}
+        i = d2s.to_tensor(0)
+        while i < 3:
+            y["a"] = y["a"] + 1
+            y["b"] = x
+            i += 1
+        return y["a"] + y["b"]
+
+    with pytest.raises(LoopVariableError, match=r"'y' is a dict.*every key the loop sets "
+                                                  r"\('b'\)") as info:
+        d2s.jit.to_static(grows)(d2s.to_tensor(POS))
+    assert info.value.lineno == grows.__code__.co_firstlineno + 3
+
+
+# An operand dy2stat does not know makes an operator return NotImplemented, so Python asks
+# the operand: a name a tensor `if` left unassigned says so, a user's class handles it.
+
+
+def test_a_name_one_branch_left_unassigned_is_named_on_either_side_of_an_operator():
+    def left(x):
+        h = x
+        if x.sum() > 100:
+            scale = 2.0
+        return h * scale
+
+    def right(x):
+        if x.sum() > 100:
+            scale = x
+        return (scale + x) / 2
+
+    for fn in (left, right):
+        with pytest.raises(UndefinedVariableError, match="'scale' is used here"):
+            d2s.jit.to_static(fn)(d2s.to_tensor(POS))
+
+
+def test_operators_defer_to_an_operand_of_a_foreign_class():
+    class Scaled:
+        def __rmul__(self, other):
+            return ("scaled", other.shape)
+
+        def __radd__(self, other):
+            return "added"
+
+    x = d2s.to_tensor(POS)
+    assert x * Scaled() == ("scaled", [2, 3])
+    assert x + Scaled() == "added"
+    with pytest.raises(TypeError, match="unsupported operand"):
+        x - object()
+    assert (x == object()) is False
