@@ -49,6 +49,10 @@ class Transform(enum.Enum):
                "its jumps became flags, whose guards make more names look carried).")
     GUARD = ("str: on an `if not flag:` a jump pass made, the flag (its false branch runs only "
              "where the flag is set).")
+    CALLED_AT_ONCE = ("bool: on a lambda a pass made, that the helper it is given to calls it "
+                      "before returning (its reads are reads where it stands, not a closure's).")
+    CONDITION = ("bool: on an and/or expression, that only its truth is used (the test of an "
+                 "if, while, assert or if-expression).")
     LEAVES = ("tuple[frozenset[str] | None, ...]: on an if of the user's, per branch, the kinds "
               "of jump (return, raise, break, continue) every path through it ends in one of; "
               "None where a path goes on.")

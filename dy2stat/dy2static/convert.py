@@ -16,6 +16,7 @@ import functools
 import inspect
 import os
 import sys
+import threading
 import types
 import weakref
 from dataclasses import dataclass
@@ -151,8 +152,40 @@ def run_passes(node, ctx, qualname: str, info, passes=PASSES):
     return node
 
 
+class _DeepSyntax:
+    """Room for expressions hundreds of terms deep (a long sum), which parsing, the passes
+    and unparsing walk recursively: the recursion limit is raised while any thread
+    converts, and put back after the last."""
+
+    DEPTH = 20000
+
+    def __init__(self) -> None:
+        self.lock, self.active, self.saved = threading.Lock(), 0, None
+
+    def __enter__(self) -> None:
+        with self.lock:
+            if self.active == 0:
+                self.saved = sys.getrecursionlimit()
+                sys.setrecursionlimit(max(self.saved, self.DEPTH))
+            self.active += 1
+
+    def __exit__(self, *exc) -> None:
+        with self.lock:
+            self.active -= 1
+            if self.active == 0:
+                sys.setrecursionlimit(self.saved)
+
+
+_deep_syntax = _DeepSyntax()
+
+
 def translate(fn, passes=PASSES) -> Translation:
     """Convert the source of `fn` with `passes` (cached by code object for the full list)."""
+    with _deep_syntax:
+        return _translate(fn, passes)
+
+
+def _translate(fn, passes) -> Translation:
     node, info = parser.parse_function(fn)
     free_names = reads.FreeNames(parser.unwrap(fn), node)
     ctx = transformer.Context.for_function(node, fn, info)

@@ -40,7 +40,6 @@ class _Replan(Exception):
 
 _OUTPUT = object()  # a slot's value after the `if` is the cond op's output
 _ARRAY_OUTPUT = object()  # ... the tensor array whose buffer is the op's output
-_EXPRESSION = ("the conditional expression",)
 
 
 def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, names=None,
@@ -63,13 +62,19 @@ def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, name
         static_if(pred, true_fn, false_fn, get_state, set_state, names, where,
                   exits, guard, left)
         return None
+    return select(pred, true_fn, false_fn, where)
+
+
+def select(pred, true_fn, false_fn, where, label="the conditional expression"):
+    """`true_fn()` if the bool Variable `pred` else `false_fn()`, as a cond op's output;
+    `where` is the user's expression, `label` what messages call its value."""
     box = [Undefined("value")]
 
     def branch(fn):
         return lambda: box.__setitem__(0, fn())
 
     static_if(pred, branch(true_fn), branch(false_fn), lambda: (box[0],),
-              lambda state: box.__setitem__(0, state[0]), _EXPRESSION, where)
+              lambda state: box.__setitem__(0, state[0]), (label,), where)
     return box[0]
 
 

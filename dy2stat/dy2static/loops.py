@@ -10,6 +10,9 @@ the current state.
 
 from __future__ import annotations
 
+import numpy as np
+
+from dy2stat import ops
 from dy2stat.dy2static import ifelse, sequences, values
 from dy2stat.dy2static.errors import Dy2StaticError
 from dy2stat.dy2static.tensor_array import TensorArray, truth
@@ -117,15 +120,64 @@ def _static_for(seq, extra_test, body, get_state, set_state, names, where) -> No
     _static_while(test, loop_body, get, set_, ("the loop index", *names), where)
 
 
+class _Promote(Exception):
+    """The body promotes carried value `slot` (its leaf `leaf`) as eager arithmetic does on
+    the first iteration (int32 + int64 is int64, a [] tensor plus a [1] one is [1]): the
+    loop is built again with the value entering promoted."""
+
+    def __init__(self, slot: int, leaf: int, dtype, shape) -> None:
+        super().__init__(slot)
+        self.slot, self.leaf, self.dtype, self.shape = slot, leaf, dtype, shape
+
+    def apply(self, value):
+        leaves = nest.flatten(value)
+        promoted = ops.cast(leaves[self.leaf], str(self.dtype))
+        if self.shape is not None:
+            promoted = ops.expand(promoted, list(self.shape))
+        leaves[self.leaf] = promoted
+        return nest.pack_as(value, leaves)
+
+
+def _broadcasts(small, large) -> bool:
+    return all(a in (1, b) for a, b in zip(reversed(small), reversed(large)))
+
+
 def _static_while(test, body, get_state, set_state, names, where) -> None:
     init = list(get_state())
     program = values.current_program()
     init = _prepare(init, body, get_state, set_state, names, where, program)
+    promoted = set()
+    while True:
+        first_block = len(program.blocks)
+        try:
+            set_state(_build_carrying_flags(test, body, get_state, set_state, names, where,
+                                            init))
+            return
+        except _Promote as promote:
+            del program.blocks[first_block:]
+            set_state(init)
+            key = (promote.slot, promote.leaf, str(promote.dtype), promote.shape)
+            if key in promoted:
+                raise RuntimeError(f"while: cannot settle the type of {names[promote.slot]}"
+                                   ) from None
+            promoted.add(key)
+            init[promote.slot] = promote.apply(init[promote.slot])
+
+
+def _build_carrying_flags(test, body, get_state, set_state, names, where, init) -> list:
     maybe = [i for i, v in enumerate(init) if has_maybe_undefined(v)]
     if maybe:  # carry whether each is assigned along with it
         state = AssignedFlags(get_state, set_state, names, maybe, init, where)
-        get_state, set_state, names, init = state.get, state.set, state.names, state.split(init)
-    set_state(_build(test, body, get_state, set_state, names, where, init))
+        # The slot of `init` each carried value is (None: a slot's flag).
+        slots = [s for i in range(len(init)) for s in ((i, None) if i in maybe else (i,))]
+        try:
+            return state.join(_build(test, body, state.get, state.set, state.names, where,
+                                     state.split(init)))
+        except _Promote as promote:
+            if slots[promote.slot] is not None:
+                promote.slot = slots[promote.slot]
+            raise
+    return _build(test, body, get_state, set_state, names, where, init)
 
 
 def _prepare(init, body, get_state, set_state, names, where, program) -> list:
@@ -272,8 +324,14 @@ def _check_carried(i, name, initial, before, now, carried, where) -> None:
         raise LoopVariableError(
             f"{label} is {values.describe(before)} before this tensor-dependent loop and "
             f"{values.describe(now)} after an iteration", *where, advice)
-    for a, b in zip(nest.flatten(before), nest.flatten(now)):
+    for leaf, (a, b) in enumerate(zip(nest.flatten(before), nest.flatten(now))):
         da, db = values.dtype_of(a), values.dtype_of(b)
+        sa, sb = values.shape_of(a), values.shape_of(b)
+        if da != db and np.can_cast(da, db, "safe") and len(sa) == len(sb):
+            raise _Promote(i, leaf, db, None)
+        if len(sa) < len(sb) and -1 not in sb and _broadcasts(sa, sb) and (
+                da == db or np.can_cast(da, db, "safe")):
+            raise _Promote(i, leaf, db, tuple(sb))
         if da != db:
             raise LoopVariableError(
                 f"{label} changes dtype from {da} to {db} in the body of this "

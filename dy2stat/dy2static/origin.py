@@ -51,13 +51,17 @@ def resolve(
     """
     if function_name is None:
         function_name = getattr(node, "name", "<lambda>")
+    lines: dict[int, str] = {}  # one copy of each line, however many nodes it holds
     for child in gast.walk(node):
         lineno = getattr(child, "lineno", None)
         if lineno is None:
             continue
         lineno += line_offset
         index = lineno - 1
-        line = source_lines[index].rstrip("\r\n") if 0 <= index < len(source_lines) else ""
+        line = lines.get(index)
+        if line is None:
+            line = source_lines[index].rstrip("\r\n") if 0 <= index < len(source_lines) else ""
+            lines[index] = line
         col = getattr(child, "col_offset", 0) or 0
         info = OriginInfo(filename, lineno, col, line, function_name)
         anno.setanno(child, anno.Basic.ORIGIN, info)

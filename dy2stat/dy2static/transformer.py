@@ -67,6 +67,11 @@ class Base(gast.NodeTransformer):
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
 
+    def visit_Constant(self, node: gast.Constant) -> gast.Constant:
+        # A leaf: skip ast's slow compatibility lookup of visit_Num/visit_Str (a literal
+        # of thousands of numbers passes through every pass).
+        return node
+
     def visit(self, node: gast.AST):
         if anno.hasanno(node, anno.Basic.SKIP):
             return node

@@ -6,9 +6,13 @@ from dy2stat.runtime import dtypes, shapes
 
 
 class InputSpec:
-    """Shape (``None``/-1 for unknown dims), dtype and optional name of an input."""
+    """Shape (``None``/-1 for unknown dims), dtype and optional name of an input.
 
-    def __init__(self, shape, dtype="float32", name: str | None = None):
+    Without a dtype the spec says float32 (what a saved program declares) but a converted
+    function called with another dtype is traced for that one: only a dtype given is
+    checked."""
+
+    def __init__(self, shape, dtype=None, name: str | None = None):
         if isinstance(shape, int):
             shape = [shape]
         try:
@@ -17,7 +21,8 @@ class InputSpec:
             raise ValueError(f"InputSpec: bad shape {shape!r} (use ints, None or -1)") from None
         if any(d < -1 for d in self.shape):
             raise ValueError(f"InputSpec: bad shape {list(shape)} (dims must be >= -1)")
-        self.dtype = dtypes.as_dtype(dtype, where="InputSpec")
+        self.dtype = dtypes.as_dtype("float32" if dtype is None else dtype, where="InputSpec")
+        self.dtype_given = dtype is not None
         self.name = name
 
     @classmethod
@@ -32,7 +37,7 @@ class InputSpec:
         for want, got in zip(self.shape, shape):
             if want != -1 and want != got:
                 return f"expected shape {shapes.fmt(self.shape)}, got {list(shape)}"
-        if dtype != self.dtype:
+        if dtype != self.dtype and self.dtype_given:
             return f"expected dtype {self.dtype}, got {dtype}"
         return None
 

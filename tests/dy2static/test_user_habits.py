@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 import dy2stat as d2s
 from dy2stat import nn
+from dy2stat.dy2static.ifelse import BranchMismatchError
 from dy2stat.dy2static.loops import LoopVariableError
 from dy2stat.dy2static.undefined import UndefinedVariableError
 from tests.dy2static.test_regressions import MIX, NEG, POS, assert_converted_equals_eager
@@ -211,3 +213,145 @@ def test_operators_defer_to_an_operand_of_a_foreign_class():
     with pytest.raises(TypeError, match="unsupported operand"):
         x - object()
     assert (x == object()) is False
+
+
+def int32_meets_int64(x):
+    z = d2s.to_tensor(np.int32(1))
+    v = d2s.to_tensor(np.int64(2))
+    i = d2s.to_tensor(0)
+    while i < 3:
+        z = z + v
+        i += 1
+    return x * z.astype("float32")
+
+
+def scalar_tensor_becomes_a_row(x):
+    z = x.sum() * 0  # a [] tensor the loop makes a [3] one
+    i = d2s.to_tensor(0)
+    while i < 2:
+        z = z + x[0] * (i + 1).astype("float32")
+        i += 1
+    return x + z
+
+
+def flag_becomes_a_count(x):
+    hits = d2s.to_tensor(False)
+    for row in x:
+        hits = hits + (row.sum() > 0).astype("int64")
+    return x * hits.astype("float32")
+
+
+def test_carried_tensors_promoted_by_the_body_enter_the_loop_promoted():
+    for fn in (int32_meets_int64, scalar_tensor_becomes_a_row, flag_becomes_a_count):
+        assert_converted_equals_eager(fn, POS, MIX)
+
+
+def test_a_carried_value_whose_dtype_narrows_is_still_an_error():
+    def narrows(x):
+        z = d2s.to_tensor(np.int64(1))
+        i = d2s.to_tensor(0)
+        while i < 3:
+            z = (z + 1).astype("int32")
+            i += 1
+        return x * z.astype("float32")
+
+    with pytest.raises(LoopVariableError, match="'z' changes dtype from int64 to int32"):
+        d2s.jit.to_static(narrows)(d2s.to_tensor(POS))
+
+
+# `a and b` / `a or b` as a value is b or a (Python's meaning), as a test only its truth.
+
+
+def and_or_values(x):
+    first = x.mean() and x.sum()  # eager: the sum where the mean is non-zero
+    second = (x.max() > 1) or (x.min() < -1)
+    third = x.min() or x.max()
+    if x.mean() > 0 and x.sum():
+        first = first * 2
+    return x * first + second.astype("float32") + third
+
+
+def test_and_or_give_an_operand_as_eager_and_only_truth_as_a_test():
+    assert_converted_equals_eager(and_or_values, POS, NEG, MIX, POS * 0)
+
+
+def test_and_or_of_values_of_different_types_is_an_error_at_the_users_line():
+    def mixed(x):
+        return (x.sum() > 0 and x * 2) or x
+
+    with pytest.raises(BranchMismatchError, match="the value of `and`") as info:
+        d2s.jit.to_static(mixed)(d2s.to_tensor(POS))
+    assert info.value.lineno == mixed.__code__.co_firstlineno + 1
+
+
+class Block(nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class LayersInExpressions(nn.Layer):
+    """Sublayers of a Python loop called in if-expressions inside a tensor loop."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.LayerList([Block(), Block()])
+
+    def forward(self, x):
+        i = d2s.to_tensor(0)
+        while i < 2:
+            for blk in self.blocks:
+                x = blk(x) if x.mean() > 0 else x * 0.5
+                x = blk(x) if x.sum() < 100 and x.mean() > -100 else x
+            i += 1
+        return x
+
+
+def test_layers_called_in_expressions_inside_a_tensor_loop():
+    d2s.seed(0)
+    eager = LayersInExpressions()
+    converted = LayersInExpressions()
+    converted.set_state_dict(eager.state_dict())
+    d2s.jit.to_static(converted)
+    for data in (POS, NEG):
+        np.testing.assert_allclose(converted(d2s.to_tensor(data)).numpy(),
+                                   eager(d2s.to_tensor(data)).numpy(), rtol=1e-5)
+
+
+def _load(tmp_path, name, source):
+    """A function `name` defined by `source` in a module file of its own."""
+    import importlib.util
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+def test_an_expression_of_hundreds_of_terms_converts(tmp_path):
+    terms = " + ".join(f"x * {i}" for i in range(300))
+    fn = _load(tmp_path, "long_sum", f"def long_sum(x):\n    return {terms}\n")
+    assert_converted_equals_eager(fn, POS)
+
+
+def test_a_long_list_literal_converts_in_memory_linear_in_its_length(tmp_path):
+    import tracemalloc
+
+    n = 1500
+    items = ", ".join(f"{i}.5" for i in range(n))
+    source = f"def table(x):\n    v = [{items}]\n    return x * v[7] + len(v)\n"
+    fn = _load(tmp_path, "table", source)
+    tracemalloc.start()
+    try:
+        out = d2s.jit.to_static(fn)(d2s.to_tensor(POS))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_allclose(out.numpy(), POS * 7.5 + n)
+    # Each node holding its own copy of the 9 kB line would take n * 9 kB = 14 MB more.
+    assert peak < 8e6, f"converting a {n}-element literal peaked at {peak / 1e6:.0f} MB"

@@ -173,3 +173,17 @@ def test_an_input_spec_applies_to_star_args(tmp_path):
     loaded = jit.load(path)
     a, b = tensor([4, 2], seed=7), tensor([4, 2], seed=8)
     np.testing.assert_allclose(loaded(a, b).numpy(), a.numpy() + b.numpy(), rtol=1e-6)
+
+
+def test_a_spec_without_a_dtype_takes_the_inputs_dtype_and_one_with_a_dtype_checks_it():
+    def cast_only(a):
+        return a.astype("float32") * 2
+
+    default = jit.to_static(cast_only, input_spec=[InputSpec([None, 3])])
+    ints = np.arange(6, dtype="int64").reshape(2, 3)
+    np.testing.assert_array_equal(default(d2s.to_tensor(ints)).numpy(), ints * 2.0)
+    np.testing.assert_array_equal(default(d2s.to_tensor(ints * 0.5)).numpy(), ints * 1.0)
+    assert InputSpec([None, 3]).dtype == np.float32
+    explicit = jit.to_static(cast_only, input_spec=[InputSpec([None, 3], "float32")])
+    with pytest.raises(ValueError, match="expected dtype float32, got int64"):
+        explicit(d2s.to_tensor(ints))

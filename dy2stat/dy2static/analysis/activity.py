@@ -142,6 +142,9 @@ class _Analyzer(gast.NodeVisitor):
         elif isinstance(ctx, gast.Param):
             self.scope.params.add(qn)
 
+    def visit_Constant(self, node: gast.Constant) -> None:
+        pass  # a leaf (see transformer.Base.visit_Constant)
+
     def visit_Name(self, node: gast.Name) -> None:
         self._access(node, QN.name(node.id), node.ctx)
 
@@ -316,7 +319,8 @@ class _Analyzer(gast.NodeVisitor):
             self._arguments(node.args)
             self._block(node.body)
         anno.setanno(node, anno.Static.ARGS_SCOPE, anno.getanno(node.args, anno.Static.SCOPE))
-        anno.setanno(node, anno.Static.BODY_SCOPE, self._exit(deferred=True))
+        deferred = not anno.getanno(node, anno.Transform.CALLED_AT_ONCE, False)
+        anno.setanno(node, anno.Static.BODY_SCOPE, self._exit(deferred=deferred))
 
     visit_AsyncFunctionDef = visit_Lambda = visit_FunctionDef
 

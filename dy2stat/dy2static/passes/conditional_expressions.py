@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import gast
 
-from dy2stat.dy2static import templates, transformer
+from dy2stat.dy2static import anno, templates, transformer
 
 
 class _IfExp(transformer.Base):
     def visit_IfExp(self, node: gast.IfExp) -> gast.expr:
         self.generic_visit(node)
-        return templates.replace_as_expression(
+        call = templates.replace_as_expression(
             "helpers.convert_ifelse(test, lambda: body, lambda: orelse)",
             helpers=self.ctx.helpers, test=node.test, body=node.body, orelse=node.orelse)
+        for branch in call.args[1:]:  # called (or skipped) before convert_ifelse returns
+            anno.setanno(branch, anno.Transform.CALLED_AT_ONCE, True)
+        return call
 
 
 def transform(node: gast.AST, ctx) -> gast.AST:

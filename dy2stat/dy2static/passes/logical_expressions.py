@@ -22,16 +22,44 @@ _OPERATORS = {
 
 
 def _lazy(value: gast.expr) -> gast.expr:
-    return templates.replace_as_expression("lambda: value", value=value)
+    """`lambda: value`, which the helper calls (or skips) before it returns."""
+    lazy = templates.replace_as_expression("lambda: value", value=value)
+    anno.setanno(lazy, anno.Transform.CALLED_AT_ONCE, True)
+    return lazy
+
+
+def _mark_condition(test: gast.expr) -> None:
+    """Mark the and/or expressions of `test` whose truth alone is used."""
+    if isinstance(test, gast.UnaryOp) and isinstance(test.op, gast.Not):
+        _mark_condition(test.operand)
+    elif isinstance(test, gast.BoolOp):
+        anno.setanno(test, anno.Transform.CONDITION, True)
+        for value in test.values:
+            _mark_condition(value)
 
 
 class _Logical(transformer.Base):
     def visit_BoolOp(self, node: gast.BoolOp) -> gast.expr:
         self.generic_visit(node)
         helper = "convert_logical_and" if isinstance(node.op, gast.And) else "convert_logical_or"
-        return templates.replace_as_expression(
+        call = templates.replace_as_expression(
             "helpers.helper(operands)", helpers=self.ctx.helpers, helper=helper,
             operands=[_lazy(v) for v in node.values])
+        if anno.getanno(node, anno.Transform.CONDITION, False):
+            call.keywords.append(gast.keyword("condition", gast.Constant(True, None)))
+        return call
+
+    def _visit_test(self, node):
+        _mark_condition(node.test)
+        self.generic_visit(node)
+        return node
+
+    visit_If = visit_While = visit_Assert = _visit_test
+
+    def visit_IfExp(self, node: gast.IfExp) -> gast.expr:
+        _mark_condition(node.test)
+        self.generic_visit(node)
+        return node
 
     def visit_UnaryOp(self, node: gast.UnaryOp) -> gast.expr:
         self.generic_visit(node)
