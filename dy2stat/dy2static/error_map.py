@@ -9,6 +9,7 @@ The exception keeps its type.
 from __future__ import annotations
 
 import os
+import re
 import types
 
 from dy2stat.dy2static import origin
@@ -17,16 +18,21 @@ _DY2STATIC = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _CONTROL_FLOW = os.path.join(os.path.dirname(_DY2STATIC.rstrip(os.sep)), "static",
                              "control_flow.py")
 
-# Code objects of converted functions (and of the bodies inside them).
-converted_codes: set[types.CodeType] = set()
+# Code objects of converted functions (and of the bodies inside them): the name of the
+# user's function each belongs to (a generated body, `while_body_0`, is its function's).
+converted_codes: dict[types.CodeType, str] = {}
+_GENERATED = re.compile(r"(if_true|if_false|while_test|while_body|for_body|get_state|"
+                        r"set_state|extra_test)_\d+")
 
 
-def register(code: types.CodeType) -> None:
+def register(code: types.CodeType, function: str | None = None) -> None:
     """Remember `code` and the code nested in it as converted code."""
-    converted_codes.add(code)
+    if function is None or not _GENERATED.fullmatch(code.co_name):
+        function = code.co_name
+    converted_codes[code] = function
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            register(const)
+            register(const, function)
 
 
 def _is_helper(filename: str) -> bool:
@@ -74,7 +80,8 @@ def _is_framework(frame) -> bool:
 
 def _note(error: BaseException, entry) -> None:
     code = entry.tb_frame.f_code
-    info = origin.OriginInfo(code.co_filename, entry.tb_lineno, 0, "", code.co_name)
+    name = converted_codes.get(code, code.co_name)
+    info = origin.OriginInfo(code.co_filename, entry.tb_lineno, 0, "", name)
     text = (f"The error happened in code converted by dy2stat, at\n  {info}\n"
             f"{info.excerpt()}")
     if hasattr(error, "add_note"):
