@@ -16,8 +16,6 @@ import importlib.util
 import io
 import os
 import re
-import shutil
-import subprocess
 import sys
 import textwrap
 import traceback
@@ -27,7 +25,7 @@ import gast
 import numpy as np
 
 import dy2stat
-from dy2stat import demo, program_view
+from dy2stat import demo, picture, program_view
 from dy2stat.dy2static import convert, origin, parser, transformer
 from dy2stat.dy2static.errors import Dy2StaticError
 from dy2stat.runtime import atomic, dtypes, serialize
@@ -314,26 +312,28 @@ def _instantiate(obj, path, name):
 # --------------------------------------------------------------------- inspect
 def _inspect(args) -> int:
     program, feeds, fetches, params = _load(args.path)
-    dot_program = shutil.which("dot") if args.svg else None
-    if args.svg and dot_program is None:
-        raise UserError(
-            "--svg needs the Graphviz 'dot' program, which is not installed "
-            "(Debian/Ubuntu: apt-get install graphviz; macOS: brew install graphviz)")
+    if args.depth is not None and args.depth < 1:
+        raise UserError(f"--depth: expected a number of levels, 1 or more, got {args.depth}")
+    pictures = []  # drawn before anything is printed: a failure prints nothing
     if args.svg:
         _check_output(args.svg)
+        pictures.append((args.svg, picture.svg(program, feeds, fetches, args.depth).encode()))
+    if args.png:
+        _check_output(args.png)
+        try:
+            pictures.append((args.png, picture.png(program, feeds, fetches, args.depth)))
+        except picture.PngUnavailable as exc:
+            raise UserError(f"--png: {exc}") from None
     if args.format == "json":
         print(program_view.json_text(program, feeds, fetches))
     elif args.format == "dot":
-        print(program_view.dot(program, feeds, fetches))
+        print(picture.dot(program, feeds, fetches, args.depth))
     else:
         print(program_view.text(program, feeds, fetches, params))
-    if args.svg:
-        result = subprocess.run([dot_program, "-Tsvg", "-o", args.svg],
-                                input=program_view.dot(program, feeds, fetches),
-                                text=True, capture_output=True)
-        if result.returncode != 0:
-            raise UserError(f"dot failed: {result.stderr.strip() or result.returncode}")
-        print(f"wrote {args.svg}", file=sys.stderr)
+    for path, data in pictures:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        atomic.write(path, data)
+        print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
@@ -514,7 +514,13 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_cmd.add_argument("path", help="the path prefix given to jit.save (no .json)")
     inspect_cmd.add_argument("--format", choices=["text", "json", "dot"], default="text")
     inspect_cmd.add_argument("--svg", metavar="OUT.svg",
-                             help="also render the graph with Graphviz 'dot'")
+                             help="also draw the program as SVG (hover for details)")
+    inspect_cmd.add_argument("--png", metavar="OUT.png",
+                             help="also draw it as PNG (needs Pillow: pip install "
+                                  "'dy2stat[png]')")
+    inspect_cmd.add_argument("--depth", type=int, metavar="N",
+                             help="in the pictures and DOT, draw each Layer N levels down "
+                                  "(LeNet is 1, LeNet/conv1 is 2) as one box")
     inspect_cmd.set_defaults(run=_inspect)
 
     run_cmd = commands.add_parser(

@@ -1,15 +1,12 @@
-"""Views of a saved program for people: readable text, JSON and Graphviz DOT.
+"""Views of a saved program for people: readable text and JSON (pictures: ``picture``).
 
 A program file may name its variables anything: every name and attr taken
 from it is escaped for the view it goes into -- non-printable characters
-(terminal escapes, right-to-left overrides, newlines) are shown as escapes
-in every view, quotes and backslashes are escaped in DOT strings, so a name
-stays one label and cannot add attributes (a ``URL`` in the rendered SVG).
+(terminal escapes, right-to-left overrides, newlines) are shown as escapes.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 
 from dy2stat.runtime import serialize, shapes
@@ -47,16 +44,20 @@ def _typed(program, name) -> str:
 def _block_text(program: Program, block: Block, indent: str) -> list:
     lines = []
     for op in block.ops:
-        outs = ", ".join(_typed_in(block, n) for n in op.output_names())
-        ins = ", ".join(printable(n) for n in op.input_names())
-        attrs = _shown_attrs(op)
-        lines.append(f"{indent}{outs} = {op.type}({ins}){attrs}")
+        lines.append(indent + op_line(block, op))
         for key in op.sub_blocks():
             sub = program.blocks[key]
             label = next(k for k, v in op.attrs.items() if k.endswith("_block") and v == key)
             lines.append(f"{indent}  {label} (block {sub.idx}):")
             lines += _block_text(program, sub, indent + "    ")
     return lines
+
+
+def op_line(block: Block, op) -> str:
+    """``op`` in one line: ``y: float32[2] = relu(x)``, then attrs that are not defaults."""
+    outs = ", ".join(_typed_in(block, n) for n in op.output_names())
+    ins = ", ".join(printable(n) for n in op.input_names())
+    return f"{outs} = {op.type}({ins}){_shown_attrs(op)}"
 
 
 def _typed_in(block: Block, name: str) -> str:
@@ -74,64 +75,3 @@ def _shown_attrs(op) -> str:
     shown = {k: v for k, v in op.attrs.items()
              if not k.endswith("_block") and defaults.get(k, object()) != v}
     return "  " + ", ".join(f"{k}={printable(repr(v))}" for k, v in shown.items()) if shown else ""
-
-
-def dot(program: Program, feed_names, fetch_names) -> str:
-    """A Graphviz digraph: ops as boxes, values as ellipses, sub-blocks as clusters.
-
-    Node ids are made here (``v0``, ``op0``); names from the program appear only
-    in escaped labels."""
-    out = ["digraph program {", "  rankdir=TB;", '  node [fontname="Helvetica"];']
-    view = _DotView(program, set(feed_names), set(fetch_names), out)
-    view.block(program.global_block(), "  ")
-    out.append("}")
-    return "\n".join(out)
-
-
-def _escape(text: str) -> str:
-    """``text`` for inside a DOT string: printable, with its backslashes (DOT's own
-    escapes such as ``\\N`` and ``\\l``) and quotes escaped."""
-    return printable(text).replace("\\", "\\\\").replace('"', '\\"')
-
-
-def _label(*lines: str) -> str:
-    """Lines as one DOT string, joined by DOT's line break."""
-    return '"' + "\\n".join(map(_escape, lines)) + '"'
-
-
-class _DotView:
-    def __init__(self, program, feeds, fetches, out):
-        self.program, self.feeds, self.fetches, self.out = program, feeds, fetches, out
-        self.ids: dict[str, str] = {}  # variable name -> node id (one node per name)
-        self.ops = itertools.count()
-
-    def var(self, name: str) -> str:
-        return self.ids.setdefault(name, f"v{len(self.ids)}")
-
-    def block(self, block: Block, indent: str) -> None:
-        out = self.out
-        for name, var in block.vars.items():
-            style = ""
-            if name in self.feeds:
-                style = ', style=filled, fillcolor="#d8ecff"'
-            elif name in self.fetches:
-                style = ', style=filled, fillcolor="#dff5d8"'
-            elif var.persistable:
-                style = ', style=filled, fillcolor="#f0f0f0"'
-            label = _label(name, f"{var.dtype}{shapes.fmt(var.shape)}")
-            out.append(f"{indent}{self.var(name)} [shape=ellipse, label={label}{style}];")
-        for op in block.ops:
-            op_id = f"op{next(self.ops)}"
-            out.append(f"{indent}{op_id} [shape=box, label={_label(op.type)}];")
-            for name in op.input_names():
-                out.append(f"{indent}{self.var(name)} -> {op_id};")
-            for name in op.output_names():
-                out.append(f"{indent}{op_id} -> {self.var(name)};")
-            for key in op.sub_blocks():
-                sub = self.program.blocks[key]
-                label = next(k for k, v in op.attrs.items() if k.endswith("_block") and v == key)
-                out.append(f"{indent}subgraph cluster_{op_id}_{sub.idx} {{")
-                out.append(f"{indent}  label={_label(f'{op.type} {label} (block {sub.idx})')};")
-                out.append(f"{indent}  style=rounded;")
-                self.block(sub, indent + "  ")
-                out.append(f"{indent}}}")

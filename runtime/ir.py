@@ -40,8 +40,10 @@ class Operator:
     inputs: dict[str, list[str]]
     outputs: dict[str, list[str]]
     attrs: dict = field(default_factory=dict)
-    # Where the op was built in the user's code (for run-time errors); not saved.
+    # Where the op was built in the user's code (for run-time errors).
     origin: str = field(default="", compare=False, repr=False)
+    # The Layers whose forward built it, outermost first (``LeNet/conv1``): for pictures.
+    scope: str = field(default="", compare=False, repr=False)
 
     def input_names(self) -> list[str]:
         return [n for names in self.inputs.values() for n in names]

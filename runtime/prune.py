@@ -292,4 +292,5 @@ def _copy_op(op: Operator, new_idx: dict) -> Operator:
         {slot: list(names) for slot, names in op.outputs.items()},
         attrs,
         origin=op.origin,
+        scope=op.scope,
     )

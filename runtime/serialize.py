@@ -56,8 +56,9 @@ _PROGRAM_KEYS = {"format", "version", "random_seed", "feed", "fetch", "params_sh
 _BLOCK_KEYS = {"idx", "parent_idx", "vars", "ops"}
 _VAR_KEYS = {"name", "shape", "dtype", "persistable", "is_data", "stop_gradient"}
 _VAR_FLAGS = ("persistable", "is_data", "stop_gradient")
-_OP_KEYS = {"type", "inputs", "outputs", "attrs", "origin"}
+_OP_KEYS = {"type", "inputs", "outputs", "attrs", "origin", "scope"}
 ORIGIN_LIMIT = 1000  # characters of an op's recorded source location kept
+SCOPE_LIMIT = 500  # characters of an op's Layer scope path a file may hold
 _NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 # The longest reason or field path an error carries (names in them are quoted
 # shorter still; this bounds what a message can grow to).
@@ -203,6 +204,8 @@ def _op_to_dict(op: Operator, where: str) -> dict:
     }
     if op.origin:  # where the user's code built it: run-time errors name that line
         result["origin"] = op.origin[:ORIGIN_LIMIT]
+    if op.scope:  # the Layers that built it: pictures of the program group by it
+        result["scope"] = op.scope[:SCOPE_LIMIT].strip("/")
     return result
 
 
@@ -486,7 +489,18 @@ class _ProgramReader:
         if not isinstance(origin, str):
             self.fail(f"{field}.origin", f"expected a string, got {_kind(origin)}")
         op.origin = origin[:ORIGIN_LIMIT]  # text only: shown in messages, never run
+        op.scope = self.scope(raw.get("scope", ""), f"{field}.scope")
         return op
+
+    def scope(self, value, field) -> str:
+        """A Layer scope path: names joined by '/' (text only: shown, never run)."""
+        if not isinstance(value, str):
+            self.fail(field, f"expected a string, got {_kind(value)}")
+        if len(value) > SCOPE_LIMIT:
+            self.fail(field, f"longer than {SCOPE_LIMIT} characters ({len(value):,})")
+        if value and not all(value.split("/")):
+            self.fail(field, f"expected names joined by '/', got {quote(value)}")
+        return value
 
     def slots(self, raw, field) -> dict:
         if not isinstance(raw, dict):

@@ -6,11 +6,12 @@ import json
 import re
 import shutil
 import subprocess
+from xml.etree import ElementTree
 
 import numpy as np
 import pytest
 
-from dy2stat import program_view
+from dy2stat import picture, program_view
 from dy2stat.runtime import serialize
 from tests.runtime import programs as P
 
@@ -59,28 +60,57 @@ def dot_strings_and_code(text: str):
 
 def test_dot_keeps_every_name_inside_one_string():
     program, _ = hostile_program()
-    text = program_view.dot(program, ["x"], [INJECTED])
+    text = picture.dot(program, ["x"], [INJECTED])
     strings, code = dot_strings_and_code(text)
     assert "URL" not in code and "target" not in code and "javascript" not in code
     # every attribute outside strings is one the view sets
     assert set(re.findall(r"(\w+)=", code)) <= {"rankdir", "fontname", "shape", "label",
-                                               "style", "fillcolor"}
+                                               "style", "fillcolor", "color"}
     labels = [s.replace('\\"', '"').replace("\\\\", "\\") for s in strings]
-    assert any(label.startswith(INJECTED + "\\n") for label in labels)
+    assert any(label.startswith(INJECTED[:20]) for label in labels)
     for s in strings:  # no raw control or direction characters reach Graphviz
         assert s.isprintable(), s
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="needs Graphviz")
-def test_svg_has_no_link_from_a_name():
+def test_graphviz_svg_has_no_link_from_a_name():
     program, _ = hostile_program()
-    result = subprocess.run(["dot", "-Tsvg"], input=program_view.dot(program, ["x"], [INJECTED]),
+    result = subprocess.run(["dot", "-Tsvg"], input=picture.dot(program, ["x"], [INJECTED]),
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     svg = result.stdout
     assert "<a " not in svg and "href" not in svg
-    assert "javascript:alert(1)" in svg  # shown, as text
+    assert "javascript:alert(1" in svg  # shown, as text
     assert "<b>" not in svg and "\x1b" not in svg and "\u202e" not in svg
+
+
+SVG_ELEMENTS = {"svg", "style", "defs", "marker", "path", "rect", "g", "title", "text"}
+SVG_ATTRIBUTES = {"xmlns", "width", "height", "viewBox", "id", "refX", "refY", "markerWidth",
+                  "markerHeight", "orient", "d", "fill", "x", "y", "rx", "class", "data-scope",
+                  "data-from", "data-to", "marker-end", "text-anchor", "style"}
+
+
+def test_svg_shows_hostile_names_and_scopes_only_as_escaped_text():
+    program, _ = hostile_program()
+    for op, scope in zip(program.global_block().ops, [INJECTED, ODD[0], ODD[1] + "/" + ODD[3],
+                                                      ODD[4], ODD[2]]):
+        op.scope = scope
+    text = picture.svg(program, ["x"], [INJECTED])
+    assert "\x1b" not in text and "\u202e" not in text and "\t" not in text
+    assert "<b>" not in text and "href" not in text and "<script" not in text
+    root = ElementTree.fromstring(text)  # well-formed XML
+    for element in root.iter():
+        assert element.tag.split("}")[1] in SVG_ELEMENTS
+        assert set(element.attrib) <= SVG_ATTRIBUTES, element.attrib
+        # what the program names appears only as text, never as an id, class or style
+        for key in ("id", "class", "data-from", "data-to"):
+            assert re.fullmatch(r"[\w -]*", element.get(key, "")), element.attrib
+    titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
+    assert any(t.startswith(INJECTED + ": float32") for t in titles)
+    assert any(t.startswith("\\x1b[31mred\\x1b[0m") for t in titles)
+    scopes = {g.get("data-scope") for g in root.iter("{http://www.w3.org/2000/svg}g")}
+    assert {INJECTED, "\\x1b[31mred\\x1b[0m", "tab\\there\\nnewline/\\u202eevil",
+            "<b>&amp;</b>"} <= scopes
 
 
 def test_text_view_escapes_what_a_terminal_would_interpret():

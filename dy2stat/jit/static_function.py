@@ -253,7 +253,8 @@ class StaticFunction:
             try:
                 with recording(record):
                     if self._instance is not None:
-                        outputs = converted(self._instance, *call_args, **call_kwargs)
+                        with framework.layer_scope(self._instance):
+                            outputs = converted(self._instance, *call_args, **call_kwargs)
                     else:
                         outputs = converted(*call_args, **call_kwargs)
             finally:

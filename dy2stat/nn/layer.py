@@ -24,6 +24,7 @@ from dy2stat.nn import static_mode
 from dy2stat.nn.initializer import Constant, XavierUniform
 from dy2stat.nn.parameter import ParamAttr, Parameter
 from dy2stat.runtime import dtypes
+from dy2stat.static import framework
 from dy2stat.tensor import Tensor
 
 _name_counts: collections.Counter = collections.Counter()
@@ -132,6 +133,12 @@ class Layer:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *inputs, **kwargs):
+        if _mode.static:  # building a program: its ops record this layer's scope
+            with framework.layer_scope(self):
+                return self._call(inputs, kwargs)
+        return self._call(inputs, kwargs)
+
+    def _call(self, inputs, kwargs):
         for hook in list(self._forward_pre_hooks.values()):
             result = hook(self, inputs)
             if result is not None:

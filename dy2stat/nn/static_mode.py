@@ -72,7 +72,8 @@ def assign_to(target, value) -> None:
         write_tensor(target, value)
         return
     block = framework.current_block()
-    block.append_op(Operator("assign", {"X": [value.name]}, {"Out": [target.name]}, {}))
+    block.append_op(framework.scoped(
+        Operator("assign", {"X": [value.name]}, {"Out": [target.name]}, {})))
 
 
 def set_value(target, value) -> None:

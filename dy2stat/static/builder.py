@@ -37,8 +37,11 @@ def static_apply(op, inputs, attrs):
     block = framework.current_block()
     values = [_value(block, x, op) for x in inputs]
     attrs = {k: _json(v) for k, v in attrs.items()}
+    first = len(block.ops)
     result = build.append(block, op, values, attrs)
     block.ops[-1].origin = user_location()
+    for appended in block.ops[first:]:  # the op and the casts its inputs needed
+        framework.scoped(appended)
     if not recording.grad:
         for var in _vars_in(result):
             var.stop_gradient = True
@@ -117,7 +120,7 @@ def write_tensor(tensor: Tensor, value: Variable) -> None:
     persistable variable: the runner of a converted program copies it back)."""
     name = capture(tensor).name
     block = framework.current_block()
-    block.append_op(Operator("assign", {"X": [value.name]}, {"Out": [name]}, {}))
+    block.append_op(framework.scoped(Operator("assign", {"X": [value.name]}, {"Out": [name]}, {})))
     block.ops[-1].origin = user_location()
 
 

@@ -60,13 +60,13 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
                                   stop_gradient=computes_no_gradient(t.desc)
                                   and computes_no_gradient(f.desc))
                 for _, t, f, shape in outs]
-    parent.append_op(Operator(
+    parent.append_op(framework.scoped(Operator(
         "cond",
         {"Cond": [pred.name], "Input": sorted(captured)},
         {"Out": [v.name for v in out_vars]},
         {"true_block": true_block.idx, "false_block": false_block.idx,
          "true_outs": true_outs, "false_outs": false_outs},
-    ))
+    )))
     results = [None] * len(true_flat)
     for (i, *_), var in zip(outs, out_vars):
         results[i] = Variable(parent, var.name)
@@ -117,14 +117,14 @@ def while_loop(cond, body, loop_vars, name=None):
                                   stop_gradient=computes_no_gradient(out.desc) and (
                                       computes_no_gradient(v.desc) or not recording.grad))
                 for v, out, shape in zip(initial, body_flat, arg_shapes)]
-    parent.append_op(Operator(
+    parent.append_op(framework.scoped(Operator(
         "while",
         {"X": [v.name for v in initial], "Input": sorted(captured)},
         {"Out": [v.name for v in out_vars], "Carries": []},
         {"cond_block": cond_block.idx, "body_block": body_block.idx,
          "cond_args": cond_args, "cond_out": pred.name,
          "body_args": body_args, "body_outs": body_outs},
-    ))
+    )))
     return nest.pack_as(list(loop_vars), [Variable(parent, v.name) for v in out_vars])
 
 

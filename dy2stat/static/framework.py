@@ -18,6 +18,8 @@ class _Defaults(threading.local):
         self.startup = Program()
         # Blocks being built (innermost last): control flow pushes its sub-blocks.
         self.blocks: list[Block] = []
+        # (scope path, layer) of the Layers being traced (innermost last).
+        self.scopes: list[tuple[str, object]] = []
 
 
 defaults = _Defaults()
@@ -62,6 +64,32 @@ def block_guard(block: Block):
         yield block
     finally:
         defaults.blocks.pop()
+
+
+@contextlib.contextmanager
+def layer_scope(layer):
+    """Ops appended inside record ``layer``'s scope path (``LeNet/conv1``; see ``scoped``).
+
+    A layer is named as the Layer traced around it holds it (``features.0`` is
+    ``features/0``), else by its class (the outermost one, or one held elsewhere)."""
+    outer_path, outer = defaults.scopes[-1] if defaults.scopes else ("", None)
+    name = type(layer).__name__
+    for held_as, sub in getattr(outer, "named_sublayers", tuple)():
+        if sub is layer:
+            name = held_as.replace(".", "/")
+            break
+    path = "/".join(part for part in f"{outer_path}/{name}".split("/") if part)
+    defaults.scopes.append((path, layer))
+    try:
+        yield
+    finally:
+        defaults.scopes.pop()
+
+
+def scoped(op: Operator) -> Operator:
+    """``op``, recording the scope path of the Layers being traced around it."""
+    op.scope = defaults.scopes[-1][0] if defaults.scopes else ""
+    return op
 
 
 @contextlib.contextmanager

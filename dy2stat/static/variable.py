@@ -6,6 +6,7 @@ from dy2stat.mode import state
 from dy2stat.runtime import build
 from dy2stat.runtime.ir import Block, Var
 from dy2stat.runtime.registry import OPS
+from dy2stat.static import framework
 
 
 class VariableBoolError(TypeError):
@@ -120,6 +121,7 @@ class Variable:
     def detach(self) -> Variable:
         """A copy that gradients do not flow through."""
         out = build.append(self.block, "assign", [self.read().desc], {})
+        framework.scoped(self.block.ops[-1])
         out.stop_gradient = True
         return Variable(self.block, out.name)
 

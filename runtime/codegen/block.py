@@ -249,7 +249,7 @@ class Function:
         fallback = Function(mod, "region", ops, self.blocks, [], outs, outer=self, lowers=False)
         fallback.emit(fresh_results=True)
         op = Operator(buffers.REGION, {"X": list(fallback.free)}, {"Out": outs}, {},
-                      origin=ops[0].origin)
+                      origin=ops[0].origin, scope=ops[0].scope)
         step = _Step(index, numbers[0], op, None, {})
         free_args = [self._read(n) for n in fallback.free]
         step.subs.append((fallback, free_args))

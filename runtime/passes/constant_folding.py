@@ -138,7 +138,7 @@ def _as_constants(op: Operator, values: dict) -> list[Operator]:
         a = values[name]
         fulls.append(Operator("full", {}, {"Out": [name]},
                               {"shape": list(a.shape), "value": value, "dtype": str(a.dtype)},
-                              origin=op.origin))
+                              origin=op.origin, scope=op.scope))
     return fulls
 
 

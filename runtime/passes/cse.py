@@ -126,7 +126,8 @@ def _merge(ctx: _Context, block: Block, earlier: Operator, dup: Operator) -> lis
     for old, new in zip(dup.output_names(), earlier.output_names()):
         ctx.renamed[old] = new
         if old in ctx.keep:
-            ops.append(Operator("assign", {"X": [new]}, {"Out": [old]}, {}, origin=dup.origin))
+            ops.append(Operator("assign", {"X": [new]}, {"Out": [old]}, {},
+                                origin=dup.origin, scope=dup.scope))
         else:
             del block.vars[old]
     return ops

@@ -83,7 +83,8 @@ class _Rewrite:
             outputs = {slot: [self._chwn_out(n) if image_out else n for n in names]
                        for slot, names in op.outputs.items()}
             kind = f"{op.type}_chwn" if op.type in CHWN_FORMS else op.type
-            self.ops.append(Operator(kind, inputs, outputs, dict(op.attrs), origin=op.origin))
+            self.ops.append(Operator(kind, inputs, outputs, dict(op.attrs),
+                                     origin=op.origin, scope=op.scope))
             for name in op.output_names():  # a fetched value is made NCHW at once:
                 if name in self.keep:  # its view keeps later ops from writing over it
                     self._as_nchw(name, op)
@@ -164,4 +165,5 @@ class _Rewrite:
 
     def _emit_transpose(self, source: str, target: str, perm, reader: Operator) -> None:
         self.ops.append(Operator("transpose", {"X": [source]}, {"Out": [target]},
-                                 {"perm": list(perm)}, origin=reader.origin))
+                                 {"perm": list(perm)}, origin=reader.origin,
+                                 scope=reader.scope))

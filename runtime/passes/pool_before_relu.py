@@ -53,9 +53,9 @@ def _rewrite_block(program: Program, block: Block, movable) -> None:
                                stop_gradient=out.stop_gradient)
         del block.vars[activated]
         ops.append(Operator("max_pool2d", {"X": list(relu.inputs["X"])}, {"Out": [pre.name]},
-                            dict(op.attrs), origin=op.origin))
+                            dict(op.attrs), origin=op.origin, scope=op.scope))
         ops.append(Operator("relu", {"X": [pre.name]}, {"Out": [pooled]}, {},
-                            origin=relu.origin))
+                            origin=relu.origin, scope=relu.scope))
         moved.add(id(relu))
     block.ops = [op for op in ops if id(op) not in moved]
 

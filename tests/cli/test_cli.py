@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from xml.etree import ElementTree
 
 import numpy as np
 import pytest
@@ -276,9 +277,20 @@ def test_bad_input_is_one_line(work, args, message):
     assert lines[0].startswith(f"dy2stat {args[0]}: error: ") and message in lines[0]
 
 
-@pytest.mark.skipif(shutil.which("dot") is not None, reason="Graphviz is installed here")
-def test_svg_without_graphviz_says_how_to_install_it(work):
-    result = dy2stat("inspect", "saved/net", "--svg", "net.svg", cwd=work, check=False)
-    assert result.returncode != 0 and result.stdout == ""
+def test_inspect_draws_svg_and_png_without_graphviz(work):
+    result = dy2stat("inspect", "saved/net", "--svg", "pictures/net.svg", "--png", "net.png",
+                     "--format", "dot", cwd=work)
+    assert result.stdout.startswith("digraph")
+    assert "wrote pictures/net.svg" in result.stderr and "wrote net.png" in result.stderr
+    svg = ElementTree.parse(work / "pictures" / "net.svg").getroot()
+    kinds = {g.get("class") for g in svg.iter("{http://www.w3.org/2000/svg}g")}
+    assert {"group control", "group block", "group layer", "node op"} <= kinds
+    assert (work / "net.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_inspect_depth_must_be_a_level(work):
+    result = dy2stat("inspect", "saved/net", "--svg", "net.svg", "--depth", "0", cwd=work,
+                     check=False)
+    assert result.returncode == 2 and result.stdout == ""
     (line,) = result.stderr.strip().splitlines()
-    assert "Graphviz" in line and "apt-get install graphviz" in line
+    assert "--depth: expected a number of levels, 1 or more, got 0" in line

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from dy2stat import cli
+from dy2stat.picture import render_png
 
 MODEL = textwrap.dedent('''
     import dy2stat as d2s
@@ -127,12 +128,11 @@ def test_bad_input_files_are_one_line_with_status_2(work, capsys, monkeypatch, f
       "i:int64[-1]", "-o", "a_file/net"], "a_file/net.json: cannot write it:"),
     (["transpile", "model.py", "-o", "a_file/out.py"], "a_file/out.py: cannot write it:"),
     (["inspect", "saved/net", "--svg", "a_file/net.svg"], "a_file/net.svg: cannot write it:"),
+    (["inspect", "saved/net", "--png", "a_file/net.png"], "a_file/net.png: cannot write it:"),
 ])
 def test_an_output_under_a_file_is_one_line_with_status_2(work, capsys, monkeypatch, args,
                                                           message):
     monkeypatch.chdir(work)
-    if args[0] == "inspect" and shutil.which("dot") is None:
-        pytest.skip("needs Graphviz")
     status, out, err = run(capsys, *args)
     assert status == 2 and message in one_line(err, args[0]) and "is a file" in err
 
@@ -193,6 +193,15 @@ def test_messages_are_bounded_and_escaped(work, capsys, monkeypatch):
     status, _, err = run(capsys, "inspect", "hostile")
     line = one_line(err, "inspect")
     assert status == 2 and len(line) < 700 and "\x1b" not in line
+
+
+def test_png_without_pillow_says_how_to_get_it_and_prints_nothing(work, capsys, monkeypatch):
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(render_png, "Image", None)
+    status, out, err = run(capsys, "inspect", "saved/net", "--png", "net.png")
+    line = one_line(err, "inspect")
+    assert status == 2 and out == "" and not (work / "net.png").exists()
+    assert "--png: PNG pictures need Pillow" in line and "pip install 'dy2stat[png]'" in line
 
 
 def test_the_console_script_exits_with_the_status(work):

@@ -7,6 +7,7 @@ import copy
 import json
 import math
 import pickle
+import re
 import struct
 
 import numpy as np
@@ -832,3 +833,25 @@ def test_where_an_op_was_built_round_trips_as_text_and_is_checked():
     doc["blocks"][0]["ops"][0]["origin"] = {"code": "import os"}
     with pytest.raises(S.FormatError, match=r"model\.json.*ops\[0\]\.origin.*expected a string"):
         S.program_from_json(json.dumps(doc), "model.json")
+
+
+def test_the_layer_scope_of_an_op_round_trips_and_is_checked(tmp_path):
+    program, params = P.mlp()
+    ops = program.global_block().ops
+    ops[0].scope, ops[1].scope = "MLP/fc", "MLP/\x1b[2J<b>"  # text only, kept as it is
+    S.save_model(tmp_path / "m", program, FEED, FETCH, params)
+    loaded, _, _, _ = S.load_model(tmp_path / "m")
+    assert [op.scope for op in loaded.global_block().ops] == [op.scope for op in ops]
+    doc = S.program_to_dict(program, FEED, FETCH)
+    assert "scope" not in doc["blocks"][0]["ops"][2]  # nothing recorded: left out
+    ops[0].scope = "Net/" + "deep/" * 200  # saved cut to the limit, never with an empty name
+    saved = S.program_to_dict(program, FEED, FETCH)["blocks"][0]["ops"][0]["scope"]
+    assert len(saved) <= S.SCOPE_LIMIT and all(saved.split("/"))
+    for bad, message in [({"path": "Net"}, "expected a string, got an object"),
+                         ("x" * (S.SCOPE_LIMIT + 1), f"longer than {S.SCOPE_LIMIT} characters"),
+                         ("Net//fc", "expected names joined by '/'"),
+                         ("/Net", "expected names joined by '/'")]:
+        doc["blocks"][0]["ops"][0]["scope"] = bad
+        with pytest.raises(S.FormatError, match=r"model\.json: blocks\[0\]\.ops\[0\]\.scope: "
+                                                + re.escape(message)):
+            S.program_from_json(json.dumps(doc), "model.json")
