@@ -355,3 +355,46 @@ def test_a_long_list_literal_converts_in_memory_linear_in_its_length(tmp_path):
     np.testing.assert_allclose(out.numpy(), POS * 7.5 + n)
     # Each node holding its own copy of the 9 kB line would take n * 9 kB = 14 MB more.
     assert peak < 8e6, f"converting a {n}-element literal peaked at {peak / 1e6:.0f} MB"
+
+
+class EarlyExit(nn.Layer):
+    """Return after block k when confident; break out of zip(blocks, heads)."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.LayerList([nn.Linear(3, 3) for _ in range(3)])
+        self.heads = [nn.Linear(3, 2), nn.Linear(3, 2), nn.Linear(3, 2)]
+        for i, head in enumerate(self.heads):
+            self.add_sublayer(f"head{i}", head)
+
+    def forward(self, x):
+        logits = []
+        for blk, head in zip(self.blocks, self.heads):
+            x = nn.functional.relu(blk(x))
+            out = head(x)
+            logits.append(out)
+            if out.max() > 0.8:
+                break
+        for k, blk in enumerate(self.blocks):
+            if x.mean() > 1.0 + k:
+                return x * float(k), d2s.stack(logits).mean(axis=0)
+            x = blk(x) + 0.5
+        return x, d2s.stack(logits).sum(axis=0)
+
+
+def test_early_exit_from_python_loops_over_layers():
+    for seed in range(4):
+        d2s.seed(seed)
+        eager = EarlyExit()
+        converted = EarlyExit()
+        converted.set_state_dict(eager.state_dict())
+        d2s.jit.to_static(converted)
+        for data in (POS, NEG * 3, MIX * 4):
+            xs = [d2s.to_tensor(data, stop_gradient=False) for _ in range(2)]
+            got = [net(x) for net, x in zip((eager, converted), xs)]
+            for a, b in zip(*got):
+                np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6)
+            for x, outs in zip(xs, got):
+                (outs[0].sum() + outs[1].sum()).backward()
+            np.testing.assert_allclose(xs[1].grad.numpy(), xs[0].grad.numpy(), rtol=1e-5,
+                                       atol=1e-6)
