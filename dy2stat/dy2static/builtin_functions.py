@@ -1,4 +1,5 @@
-"""`len`, `x.shape`, `int`/`float`/`bool`, `print` and `assert` on static values.
+"""`len`, `x.shape`, `int`/`float`/`bool`, `isinstance`, `max`/`min`, `print` and `assert`
+on static values.
 
 Each helper is the builtin for anything that is not a static Variable. On a Variable,
 `len(x)` and `x.shape` give Python ints for known dims and 0-D int64 tensors for unknown ones
@@ -17,6 +18,7 @@ from dy2stat.dy2static.tensor_array import TensorArray
 from dy2stat.mode import state
 from dy2stat.runtime.registry import OPS
 from dy2stat.static.builder import static_apply
+from dy2stat.tensor import Tensor
 
 
 def convert_len(value):
@@ -40,6 +42,47 @@ def convert_shape(value):
         return dims
     full = ops.shape(value)
     return [d if d >= 0 else full[i] for i, d in enumerate(dims)]
+
+
+def convert_isinstance(value, classinfo):
+    """`isinstance(value, classinfo)`; a static Variable is a Tensor (it stands for the
+    tensor the program computes), as eagerly."""
+    if values.is_static(value):
+        classes = classinfo if isinstance(classinfo, tuple) else (classinfo,)
+        if Tensor in classes:
+            return True
+    return builtins.isinstance(value, classinfo)
+
+
+def convert_max(*args, **kwargs):
+    """`max(a, b, ...)` (or of one list); one-element static tensors give their maximum."""
+    return _extreme(builtins.max, ops.maximum, args, kwargs)
+
+
+def convert_min(*args, **kwargs):
+    """`min(a, b, ...)` (or of one list); one-element static tensors give their minimum."""
+    return _extreme(builtins.min, ops.minimum, args, kwargs)
+
+
+def _extreme(builtin, elementwise, args, kwargs):
+    items = args[0] if len(args) == 1 else args
+    if kwargs or not isinstance(items, (list, tuple)) or not any(
+            values.is_static(v) for v in items):
+        return builtin(*args, **kwargs)
+    # Python compares one-element tensors by value: the winner's value is the elementwise
+    # extreme (a program cannot pick an operand by a value it learns when it runs).
+    if not items or not all(values.is_number(v) or _one_element(v) for v in items):
+        return builtin(*args, **kwargs)
+    out = items[0]
+    for v in items[1:]:
+        out = elementwise(out, v) if values.is_static(out) or values.is_static(v) else \
+            builtin(out, v)
+    return out
+
+
+def _one_element(value) -> bool:
+    shape = values.shape_of(value)
+    return shape is not None and all(d == 1 for d in shape)
 
 
 _CASTS = {"int": ("int64", builtins.int), "float": ("float32", builtins.float),

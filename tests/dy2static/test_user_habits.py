@@ -394,7 +394,25 @@ def test_early_exit_from_python_loops_over_layers():
             got = [net(x) for net, x in zip((eager, converted), xs)]
             for a, b in zip(*got):
                 np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6)
-            for x, outs in zip(xs, got):
+            for outs in got:
                 (outs[0].sum() + outs[1].sum()).backward()
             np.testing.assert_allclose(xs[1].grad.numpy(), xs[0].grad.numpy(), rtol=1e-5,
                                        atol=1e-6)
+
+
+# Builtins whose answer depends on a traced value: isinstance (a Variable is a Tensor),
+# max/min of one-element tensors (the larger or smaller value).
+
+
+def builtins_on_traced_values(x):
+    scale = max(x.sum(), d2s.to_tensor(0.0))
+    floor = min(x.min(), x.max(), 0.5)
+    if isinstance(x, d2s.Tensor) and isinstance(x, (list, d2s.Tensor)):
+        x = x + 1
+    if isinstance(x, list):
+        x = x * 100
+    return x * scale + floor + max([1.0, 2.0])
+
+
+def test_builtins_isinstance_max_min_on_traced_values():
+    assert_converted_equals_eager(builtins_on_traced_values, POS, NEG, MIX)

@@ -2,7 +2,7 @@
 
     print(x)          ->  _jst.convert_print(x)
     assert t, m       ->  _jst.convert_assert(t, lambda: m)
-    len(x)            ->  _jst.convert_len(x)
+    len(x)            ->  _jst.convert_len(x)              (isinstance, max, min alike)
     int(x)            ->  _jst.convert_cast(x, 'int')        (float, bool alike)
     x.shape           ->  _jst.convert_shape(x)
     range(n)          ->  _jst.convert_range(n)              (enumerate, zip alike)
@@ -19,7 +19,8 @@ import gast
 from dy2stat.dy2static import templates, transformer
 
 _CALLS = {"print": "convert_print", "len": "convert_len", "range": "convert_range",
-          "enumerate": "convert_enumerate", "zip": "convert_zip"}
+          "enumerate": "convert_enumerate", "zip": "convert_zip",
+          "isinstance": "convert_isinstance", "max": "convert_max", "min": "convert_min"}
 _CASTS = ("int", "float", "bool")
 
 
