@@ -231,6 +231,82 @@ for _name in (
     SURFACE.setdefault(_name, getattr(ops, _name))
 
 
+# Spellings PyTorch users write, each the same op as the Paddle-style method.
+def _cast_to(dtype):
+    return lambda self: ops.cast(self, dtype)
+
+
+def _fill_(self, value):
+    """Set every element to `value`, in place (as ``x[...] = value``)."""
+    from dy2stat import creation  # (creation builds on the tensor types this module makes)
+
+    self._assign(lambda old: creation.full_like(old, value))
+    return self
+
+
+def _swapaxes(self, a, b):
+    perm = list(range(self.ndim))
+    perm[a], perm[b] = perm[b], perm[a]
+    return ops.transpose(self, perm)
+
+
+def _new(fill):
+    def method(self, *shape, dtype=None):
+        """A new tensor of `shape` with this tensor's dtype (unless given)."""
+        from dy2stat import creation
+
+        return creation.full(ops._shape_list(shape), fill, dtype or self.dtype)
+    return method
+
+
+SURFACE.update({
+    "softmax": lambda self, axis=-1, dim=None: ops.softmax(self, axis if dim is None else dim),
+    "log_softmax": lambda self, axis=-1, dim=None: ops.log_softmax(
+        self, axis if dim is None else dim),
+    "clamp": ops.clip,
+    "mul": ops.multiply,
+    "sub": ops.subtract,
+    "div": ops.divide,
+    "true_divide": ops.divide,
+    "ne": ops.not_equal,
+    "reciprocal": lambda self: ops.divide(1.0, self),
+    "dim": lambda self: self.ndim,
+    "float": _cast_to("float32"),
+    "double": _cast_to("float64"),
+    "half": _cast_to("float16"),
+    "int": _cast_to("int32"),
+    "long": _cast_to("int64"),
+    "bool": _cast_to("bool"),
+    "type_as": lambda self, other: ops.cast(self, other.dtype),
+    "where": lambda self, condition, other: ops.where(condition, self, other),
+    "amax": lambda self, axis=None, keepdim=False: ops.max(self, axis, keepdim),
+    "amin": lambda self, axis=None, keepdim=False: ops.min(self, axis, keepdim),
+    "contiguous": lambda self: self,
+    "swapaxes": _swapaxes,
+    "zero_": lambda self: _fill_(self, 0),
+    "fill_": _fill_,
+    "new_zeros": _new(0),
+    "new_ones": _new(1),
+    "dot": lambda self, other: ops.sum(ops.multiply(self, other)),
+})
+
+
+def _in_place(name):
+    def method(self, *args, **kwargs):
+        self._assign(lambda old: SURFACE[name](old, *args, **kwargs))
+        return self
+
+    method.__name__ = method.__qualname__ = f"{name}_"
+    method.__doc__ = f"``{name}``, written into this tensor (returns it)."
+    return method
+
+
+# In-place forms (`x.add_(y)`, `x.clamp_(0, 1)`), as Paddle and PyTorch spell them.
+for _name in ("add subtract multiply divide mul sub div scale clip clamp pow exp sqrt abs "
+              "neg sign tanh sigmoid relu floor ceil round square reciprocal").split():
+    SURFACE.setdefault(f"{_name}_", _in_place(_name))
+
+
 def install(cls) -> None:
     """Give ``cls`` the shared surface (called for Tensor and Variable)."""
     for name, fn in SURFACE.items():

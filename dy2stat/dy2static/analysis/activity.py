@@ -8,10 +8,10 @@ Basic.QN on every Name/Attribute/Subscript that has a qualified name.
 
 Attributes and constant subscripts are names: `self.h = v` writes `self.h` and reads `self`;
 `x[i] = v` (non-constant key) mutates `x`. Calling a known mutating method on a name
-(`lst.append(v)`) mutates it, and so does passing it to a function that changes that
-argument in place (`d2s.array_write(x, i, arr)`, `d2s.increment(i)`). Comprehensions,
-lambdas and nested functions have their own locals; only their free names show in the
-enclosing scope.
+(`lst.append(v)`, or an in-place tensor method such as `x.zero_()`) mutates it, and so
+does passing it to a function that changes that argument in place
+(`d2s.array_write(x, i, arr)`, `d2s.increment(i)`). Comprehensions, lambdas and nested
+functions have their own locals; only their free names show in the enclosing scope.
 """
 
 from __future__ import annotations
@@ -26,6 +26,13 @@ MUTATING_METHODS = frozenset(
     "append extend insert pop remove clear sort reverse update setdefault popitem add "
     "discard difference_update intersection_update symmetric_difference_update".split()
 )
+
+def _mutates(method: str) -> bool:
+    """Whether calling `method` changes its object: a list/dict/set method that does, or a
+    tensor method named for an in-place change (`zero_`, `fill_`, `add_`, as in Paddle and
+    PyTorch)."""
+    return method in MUTATING_METHODS or (method.endswith("_") and not method.endswith("__"))
+
 
 # Functions that change an argument in place: name -> (its position, its keyword).
 MUTATING_FUNCTIONS = {"array_write": (2, "array"), "increment": (0, "x")}
@@ -166,7 +173,7 @@ class _Analyzer(gast.NodeVisitor):
         if isinstance(func, gast.Attribute):
             # A method call reads the object, not `obj.method`.
             qn = QN.from_ast(func.value)
-            if qn is not None and func.attr in MUTATING_METHODS:
+            if qn is not None and _mutates(func.attr):
                 self.scope.mutated.add(qn)
             self.visit(func.value)
         else:
