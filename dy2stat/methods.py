@@ -116,8 +116,8 @@ def _t(self):
 def _value(name):
     """``Tensor.item``/``tolist``. In converted code a static value stands for its
     value: ``x.item()`` is the one element as a 0-D tensor, ``x.tolist()`` the tensor
-    (so arithmetic and comparisons on them stay in the program); in a program built by
-    hand they are an error."""
+    (so arithmetic and comparisons on them stay in the program), detached from the
+    gradient as a Python number is; in a program built by hand they are an error."""
     eager = getattr(Tensor, name)  # (taken before install puts this method in its place)
 
     def method(self):
@@ -127,12 +127,12 @@ def _value(name):
                     f"{name}() needs the tensor's value, which a static program has only "
                     f"when it runs ({self.name}); fetch it with Executor.run")
             if name == "tolist":
-                return self
+                return self.detach()
             size = shapes.numel(self.shape)
             if size not in (1, -1):
                 raise ValueError(f"item(): only a tensor with one element converts to a "
                                  f"Python scalar, got shape {list(self.shape)}")
-            return ops.reshape(self, [])
+            return ops.reshape(self.detach(), [])
         return eager(self)
 
     method.__name__, method.__doc__ = name, eager.__doc__

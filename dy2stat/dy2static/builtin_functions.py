@@ -96,7 +96,8 @@ def convert_cast(value, kind: str):
         return builtin(value)
     if kind == "bool":
         return values.as_predicate(value)
-    return ops.cast(value, dtype)
+    # A Python number has no gradient: neither has the cast standing for it.
+    return ops.cast(value.detach(), dtype)
 
 
 def convert_print(*args, sep=" ", end="\n", file=None, flush=False):

@@ -88,11 +88,12 @@ class Variable:
     __int__ = __index__ = __float__
 
     def numpy(self):
-        """In converted code: the value itself (``x.numpy() > 0`` stays a tensor
-        comparison, as the eager code's NumPy value would compare). In a static program
-        built by hand: an error (fetch the value with ``Executor.run``)."""
+        """In converted code: the value itself, detached as NumPy's value is from the
+        gradient (``x.numpy() > 0`` stays a tensor comparison, as the eager code's NumPy
+        value would compare). In a static program built by hand: an error (fetch the
+        value with ``Executor.run``)."""
         if state.recorder is not None:
-            return self
+            return self.detach()
         raise TypeError(
             f"a static Variable ({self.name}) has no value; fetch it with Executor.run"
         )

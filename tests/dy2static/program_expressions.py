@@ -66,6 +66,11 @@ class Expressions:
             i = lambda: self.expr_I(scope, depth + 1)  # noqa: E731
             forms += [lambda: self.mark("mixed_scalars", f"({a()} * {f()})"),
                       lambda: self.mark("mixed_scalars", f"({a()} + {i()})")]
+        if "habits" in gen.features:
+            forms += [lambda: self.mark("habits", f"d2s.add({a()}, {a()})"),
+                      lambda: self.mark("habits", f"{a()}.clamp(-2.0, 2.0)"),
+                      lambda: self.mark("habits", f"({a()} * {self.expr_S(scope, depth + 1)}"
+                                                  f".item())")]
         if self.layers:
             forms.append(lambda: f"{rnd.choice(self.layers)}({a()})")
         blocks = self.names(scope, "M")
@@ -97,6 +102,11 @@ class Expressions:
         if names:
             forms += [f"({rnd.choice(names)} + {self.scalar_literal()})",
                       f"({rnd.choice(names)} * {self.scalar_literal()})"]
+        if "habits" in self.gen.features and depth < 2 and rnd.random() < 0.2:
+            u = self.expr_T(scope, depth + 1)
+            return Expr(self.mark("habits", rnd.choice((
+                f"max({t}.sum(), {u}.mean())", f"min({t}.max(), {self.scalar_literal()})",
+                f"({t}.mean() or {u}.sum())", f"({t}.max() and {u}.min())"))), True)
         if "mixed_scalars" in self.gen.features and depth < 2 and rnd.random() < 0.3:
             return Expr(self.mark("mixed_scalars", f"({rnd.choice(forms)} + "
                                                     f"{self.expr_F(scope, depth + 1)})"), True)

@@ -54,6 +54,10 @@ FEATURES = {
     "augassign": "augmented assignment",
     "lists": "lists appended in Python loops; len, [0], [-1], stack",
     "append_in_tensor_loop": "list.append inside a loop that becomes a while op",
+    "append_in_tensor_if": "list.append in a branch of a tensor-dependent if (the branches "
+                           "leave the list different lengths)",
+    "habits": "eager habits: d2s.add calls, x.clamp, .item() in arithmetic, max/min of 0-D "
+              "tensors, and/or giving a value",
     "helpers": "calls of helper functions with control flow",
     "layer": "a Layer entry point: attributes of self, a Linear, sublayers",
     "mixed_scalars": "arithmetic mixing Python numbers and tensors",
@@ -91,15 +95,6 @@ KNOWN_FAILING = {
                    "sets no one flag on every path, so a name only the other branch assigns "
                    "is reported undefined (where the branch's own statements always leave, "
                    "it works)",
-    "append_in_guarded_loop": "once the break/return flag of a for over layers is a tensor, "
-                              "the iterations left run as conds, and a cond cannot leave a "
-                              "list two lengths: 'lst is a list of 3 in the true branch but "
-                              "a list of 2 in the false branch'",
-    "layer_call_in_lambda": "a name read in an if-expression or and/or operand (a lambda once "
-                            "converted) counts as live at the function's end, so a loop "
-                            "variable holding a sublayer is carried by an enclosing tensor "
-                            "loop: \"'blk' is a Undefined before this tensor-dependent loop and "
-                            "a Block after an iteration\"",
 }
 
 DEFAULT_FEATURES = frozenset(FEATURES) - frozenset(KNOWN_FAILING)
@@ -612,8 +607,9 @@ class _Body(Expressions):
         return Expr(name if r < 0.7 else f"{name} + 1", self.may_be_static(name))
 
     def may_append(self, ctx) -> bool:
-        if self.in_cond(ctx) or (ctx.guarded and "append_in_guarded_loop" not in
-                                 self.gen.features):
+        if self.in_cond(ctx) and "append_in_tensor_if" not in self.gen.features:
+            return False
+        if ctx.guarded and "append_in_guarded_loop" not in self.gen.features:
             return False
         return not ctx.tensor_loop or "append_in_tensor_loop" in self.gen.features
 
@@ -632,6 +628,8 @@ class _Body(Expressions):
             if ctx.tensor_loop:
                 self.dyn.add(name)
         self.gen.used.add("lists")
+        if self.in_cond(ctx):
+            self.gen.used.add("append_in_tensor_if")
         if ctx.guarded:
             self.gen.used.add("append_in_guarded_loop")
         return False

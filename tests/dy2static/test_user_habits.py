@@ -416,3 +416,14 @@ def builtins_on_traced_values(x):
 
 def test_builtins_isinstance_max_min_on_traced_values():
     assert_converted_equals_eager(builtins_on_traced_values, POS, NEG, MIX)
+
+
+def host_values_in_arithmetic(x):
+    scale = float(x.sum()) + x.mean().item() + int(x.max())
+    if x.numpy().mean() > 0:  # a cond, as Paddle converts it
+        scale = scale * 2
+    return x * scale + x.tolist()[0][0] if False else x * scale
+
+
+def test_host_values_of_traced_tensors_carry_no_gradient_as_eagerly():
+    assert_converted_equals_eager(host_values_in_arithmetic, POS, NEG, MIX)
