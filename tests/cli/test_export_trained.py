@@ -1,0 +1,224 @@
+"""`dy2stat export` of trained models (--params, --checkpoint, the model's own input_spec,
+specs that contradict the weights), `--format onnx` and `dy2stat convert SAVED --to onnx`:
+what they write runs as the model does, and every mistake is one line with status 2."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import dy2stat as d2s
+from dy2stat import cli
+
+ort = pytest.importorskip("onnxruntime")
+
+MODEL = textwrap.dedent('''
+    import dy2stat as d2s
+    from dy2stat import nn
+    from dy2stat.static import InputSpec
+
+
+    class Net(nn.Layer):
+        """Its forward carries its own input_spec, with a loop and a branch."""
+
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(4, 8)
+            self.norm = nn.BatchNorm1D(8)
+            self.fc2 = nn.Linear(8, 3)
+
+        @d2s.jit.to_static(input_spec=[InputSpec([-1, 4], "float32", "x")])
+        def forward(self, x):
+            h = self.norm(nn.functional.relu(self.fc1(x)))
+            while h.abs().sum() < 30:
+                h = h * 2
+            y = self.fc2(h)
+            if y.mean() > 0:
+                return y
+            return -y
+
+
+    class Plain(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.fc(x)
+
+
+    class Noisy(Plain):
+        def forward(self, x):
+            return self.fc(x) + d2s.rand([3])
+
+
+    def make():
+        d2s.seed(1)
+        return Net()
+
+
+    def high_level():
+        return d2s.Model(make())
+''')
+
+
+def run(capsys, *args) -> tuple[int, str, str]:
+    status = cli.main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def one_line(err: str, command: str) -> str:
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"dy2stat {command}: error: "), lines[0]
+    return lines[0]
+
+
+def trained_model(module):
+    """The model of ``module`` after some training (its weights and batch-norm statistics
+    differ from a fresh one's)."""
+    model = module.make()
+    optimizer = d2s.optimizer.Adam(learning_rate=0.05, parameters=model.parameters())
+    x = d2s.to_tensor(np.random.default_rng(0).standard_normal((16, 4)).astype("float32"))
+    for _ in range(3):
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.clear_grad()
+    model.eval()
+    return model
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("export_trained")
+    (folder / "model.py").write_text(MODEL)
+    spec = importlib.util.spec_from_file_location("export_trained_model", folder / "model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model = trained_model(module)
+    d2s.save(model.state_dict(), str(folder / "trained.pdparams"))
+    wrong = dict(model.state_dict(), **{"fc1.weight": d2s.zeros([3, 8])})  # one key's shape
+    d2s.save(wrong, str(folder / "wrong_shape.pdparams"))
+    d2s.save({"nested": {"fc1.weight": np.zeros((4, 8), "float32")}, "epoch": 3},
+             str(folder / "not_a_state.pdparams"))
+    d2s.Model(model).save(str(folder / "ckpt/final"))
+    x = np.random.default_rng(1).standard_normal((5, 4)).astype("float32")
+    np.save(folder / "x.npy", x)
+    expected = model(d2s.to_tensor(x)).numpy()
+    fresh = module.make()
+    fresh.eval()
+    assert not np.allclose(fresh(d2s.to_tensor(x)).numpy(), expected)  # training mattered
+    return folder, x, expected
+
+
+def onnx_outputs(path, x) -> np.ndarray:
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+
+
+@pytest.mark.parametrize("weights", [["--params", "trained.pdparams"],
+                                     ["--checkpoint", "ckpt/final"],
+                                     ["--checkpoint", "ckpt/final.pdparams"]])
+def test_trained_weights_export_as_onnx_with_the_models_own_spec(work, capsys, monkeypatch,
+                                                                 weights):
+    folder, x, expected = work
+    monkeypatch.chdir(folder)
+    status, out, err = run(capsys, "export", "model.py:make", *weights, "--format", "onnx",
+                           "-o", "out/net")
+    assert status == 0, err
+    assert out.strip() == "wrote out/net.onnx"
+    np.testing.assert_allclose(onnx_outputs(folder / "out/net.onnx", x), expected,
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_trained_weights_export_as_a_program_too(work, capsys, monkeypatch):
+    folder, x, expected = work
+    monkeypatch.chdir(folder)
+    status, out, err = run(capsys, "export", "model.py:high_level", "--params",
+                           "trained.pdparams", "-o", "saved/net")
+    assert status == 0 and out.strip() == "wrote saved/net.json and saved/net.safetensors", err
+    loaded = d2s.jit.load(str(folder / "saved/net"))
+    np.testing.assert_allclose(loaded(x).numpy(), expected, rtol=1e-6, atol=1e-6)
+    # ... which converts to ONNX without the model's source
+    status, out, err = run(capsys, "convert", "saved/net", "--to", "onnx")
+    assert status == 0 and out.strip() == "wrote saved/net.onnx", err
+    np.testing.assert_allclose(onnx_outputs(folder / "saved/net.onnx", x), expected,
+                               rtol=1e-5, atol=1e-5)
+    status, out, _ = run(capsys, "convert", "saved/net.json", "--to", "onnx", "-o",
+                         "other.onnx", "--opset", "21")
+    assert status == 0 and out.strip() == "wrote other.onnx"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["export", "model.py:Plain", "-o", "o", "--format", "onnx"],
+     "model.py: Plain has no input_spec of its own: give --input-spec NAME:DTYPE[DIMS]"),
+    (["export", "model.py:make", "--input-spec", "x:float64[-1,4]", "-o", "o"],
+     "input 'x' is float64 but make's parameters are float32: give --input-spec "
+     '"x:float32[-1,4]"'),
+    (["export", "model.py:make", "--input-spec", "x:float16[2,4]", "-o", "o", "--format",
+      "onnx"], "input 'x' is float16 but make's parameters are float32"),
+    (["export", "model.py:Plain", "--params", "trained.pdparams", "--input-spec",
+      "x:float32[-1,4]", "-o", "o"],
+     "--params trained.pdparams: the keys do not match Plain's state dict (missing 'fc.weight'"),
+    (["export", "model.py:make", "--params", "wrong_shape.pdparams", "-o", "o"],
+     "--params wrong_shape.pdparams: 'fc1.weight' has shape [3, 8], but the model expects "
+     "[4, 8]"),
+    (["export", "model.py:make", "--params", "not_a_state.pdparams", "-o", "o"],
+     "--params not_a_state.pdparams: not a state dict"),
+    (["export", "model.py:make", "--params", "x.npy", "-o", "o"],
+     "--params x.npy: not a file d2s.save wrote"),
+    (["export", "model.py:make", "--params", "nothing.pdparams", "-o", "o"],
+     "--params nothing.pdparams: no such file"),
+    (["export", "model.py:make", "--checkpoint", "ckpt/nothing", "-o", "o"],
+     "--checkpoint ckpt/nothing: no such checkpoint (ckpt/nothing.pdparams does not exist)"),
+    (["export", "model.py:make", "-o", "o", "--format", "onnx", "--opset", "12"],
+     "--opset: must be an int from 17 to"),
+    (["export", "model.py:make", "-o", "o", "--opset", "18"],
+     "--opset applies to --format onnx only"),
+    (["export", "model.py:Noisy", "--input-spec", "x:float32[-1,4]", "-o", "o", "--format",
+      "onnx"], "op uniform at model.py:"),
+    (["convert", "saved/nothing", "--to", "onnx"], "no saved model at saved/nothing"),
+])
+def test_mistakes_are_one_line_with_status_2(work, capsys, monkeypatch, args, message):
+    folder, _, _ = work
+    monkeypatch.chdir(folder)
+    status, out, err = run(capsys, *args)
+    line = one_line(err, args[0])
+    assert status == 2 and out == ""
+    assert message in line, line
+    assert not (folder / "o.onnx").exists() and not (folder / "o.json").exists()
+
+
+def test_an_unsupported_op_names_the_line_of_the_model_file(work, capsys, monkeypatch):
+    folder, _, _ = work
+    monkeypatch.chdir(folder)
+    _, _, err = run(capsys, "export", "model.py:Noisy", "--input-spec", "x:float32[-1,4]",
+                    "-o", "o", "--format", "onnx")
+    line = one_line(err, "export")
+    assert "op uniform at model.py:38 (`return self.fc(x) + d2s.rand([3])`): draws random " \
+        "numbers" in line
+
+
+def test_the_console_script_has_the_commands(work):
+    folder, x, expected = work
+    dy2stat = [shutil.which("dy2stat")] if shutil.which("dy2stat") else [
+        sys.executable, "-m", "dy2stat.cli"]
+    for command in (["convert", "--help"], ["export", "--help"]):
+        result = subprocess.run([*dy2stat, *command], capture_output=True, text=True,
+                                timeout=120)
+        assert result.returncode == 0 and result.stdout.startswith("usage: dy2stat")
+    result = subprocess.run([*dy2stat, "export", "model.py:make", "--checkpoint", "ckpt/final",
+                             "--format", "onnx", "-o", "console.onnx"], cwd=folder,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    np.testing.assert_allclose(onnx_outputs(folder / "console.onnx", x), expected,
+                               rtol=1e-5, atol=1e-5)
