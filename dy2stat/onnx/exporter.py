@@ -52,11 +52,13 @@ def to_onnx(program: Program, feed_names, fetch_names, params: dict,
         scope.bind(name, name)
     for var in program.persistables():
         scope.bind(var.name, model.initializer(var.name, params[var.name]))
+    # the outputs keep the fetch names (a fetch that is an input, a parameter or a repeat
+    # gets a suffix): claimed before the ops name their values
+    outputs = [model.fresh(name) for name in fetch_names]
     Lowering(program, read_names(program) | set(fetch_names)).block(main, 0, scope)
     main.label, main.doc = "output", ""
-    for name in fetch_names:
+    for name, out in zip(fetch_names, outputs):
         var = block.var(name)
-        out = model.fresh(name)
         main.op("Identity", scope[name], names=[out])
         main.outputs.append(value_info(out, var.dtype, var.shape))
     opsets = [helper.make_opsetid("", model.opset)]

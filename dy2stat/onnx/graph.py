@@ -29,6 +29,9 @@ ONNX_DTYPES = {
     dtypes.bool_: TensorProto.BOOL,
 }
 
+# what a Where of these dtypes selects in (ONNX Runtime has no kernel for them)
+_WHERE_AS = {dtypes.bool_: dtypes.uint8, dtypes.int16: dtypes.int32}
+
 INT64_MAX = np.iinfo(np.int64).max
 INT64_MIN = np.iinfo(np.int64).min
 
@@ -150,6 +153,15 @@ class Graph:
     def cast_to(self, x: str, dtype) -> str:
         """A Cast node of ``x`` to ``dtype``."""
         return self.op("Cast", x, to=onnx_dtype(dtype))
+
+    def where(self, cond: str, x: str, y: str, dtype) -> str:
+        """``Where`` of values of ``dtype`` (ONNX Runtime has none for bool or int16:
+        those select in uint8 or int32)."""
+        work = _WHERE_AS.get(np.dtype(dtype))
+        if work is None:
+            return self.op("Where", cond, x, y)
+        out = self.op("Where", cond, self.cast_to(x, work), self.cast_to(y, work))
+        return self.cast_to(out, dtype)
 
     def fill(self, shape: str, value, dtype) -> str:
         """A tensor of the run-time ``shape`` (1-D int64) filled with ``value``."""

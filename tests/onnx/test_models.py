@@ -234,7 +234,12 @@ def test_a_saved_program_converts_to_the_same_model(exported, tmp_path):
     d2s.jit.save(model, str(tmp_path / "saved"))
     converted = d2s.onnx.export_saved(tmp_path / "saved")
     assert converted == str(tmp_path / "saved.onnx")
+    loaded = d2s.jit.load(str(tmp_path / "saved"))
     batch = MODELS["bilstm max"][0][1][0]
-    a = session(path).run(None, dict(zip(["text", "seq_len"], batch)))
-    b = session(checked(converted)).run(None, dict(zip(["text", "seq_len"], batch)))
+    a = session(path).run(None, dict(zip(loaded.feed_names, batch)))
+    sess = session(checked(converted))
+    b = sess.run(None, dict(zip(loaded.feed_names, batch)))
     np.testing.assert_array_equal(a[0], b[0])
+    # the inputs and outputs are the program's feeds and fetches, by name
+    assert [i.name for i in sess.get_inputs()] == loaded.feed_names == ["text", "seq_len"]
+    assert [o.name for o in sess.get_outputs()] == loaded.fetch_names

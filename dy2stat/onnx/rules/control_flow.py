@@ -18,8 +18,8 @@ def _any_dims(var) -> list:
 
 
 def _predicate(ctx: OpContext, graph: Graph, block_idx: int, name: str, scope: Scope) -> str:
-    """A 0-D bool value of the predicate ``name`` (of one element)."""
-    var = ctx.sub_block(block_idx).var(name) if block_idx >= 0 else ctx.block.var(name)
+    """A 0-D bool value of the predicate ``name`` (of one element) of a sub-block."""
+    var = ctx.sub_block(block_idx).var(name)
     value = graph.cast(scope[name], var.dtype, dtypes.bool_)
     return value if tuple(var.shape) == () else graph.to_scalar(value)
 
@@ -65,6 +65,8 @@ def _while(ctx: OpContext) -> None:
         raise Unsupported("the loop saves its iterations for a gradient (a training "
                           "program); export the inference program")
     carried = [ctx.out_meta("Out", i) for i in range(len(ctx.op.outputs["Out"]))]
+    if not carried:  # nothing comes out of it (a loop that only prints)
+        return
     initial = [ctx.input("X", i, dtype=var.dtype) for i, var in enumerate(carried)]
 
     def test(graph: Graph, values) -> str:
@@ -90,8 +92,6 @@ def _while(ctx: OpContext) -> None:
     body.outputs = [value_info(body.op("Identity", test(body, new)), dtypes.bool_, [])]
     body.outputs += [value_info(body.op("Identity", v), var.dtype, _any_dims(var))
                      for v, var in zip(new, carried)]
-    if not carried:
-        return
     results = g.op("Loop", None, first, *initial, outputs=len(carried), body=body)
     for i, value in enumerate([results] if len(carried) == 1 else results):
         ctx.output(value, "Out", i)

@@ -146,6 +146,8 @@ def _float_test(ctx: OpContext) -> None:
     if ctx.meta().dtype not in dtypes.FLOATS:  # integers are never nan or inf
         ctx.output(g.fill(g.shape(x), ctx.type == "isfinite", dtypes.bool_))
         return
+    if ctx.meta().dtype == dtypes.float16:  # IsInf takes no float16
+        x = g.cast_to(x, dtypes.float32)
     if ctx.type == "isnan":
         ctx.output(g.op("IsNaN", x))
     elif ctx.type == "isinf":
@@ -169,13 +171,15 @@ def _scale(ctx: OpContext) -> None:
 @rule("clip")
 def _clip(ctx: OpContext) -> None:
     g, dtype = ctx.g, ctx.dtype
+    work = _WIDER.get(dtype, dtype)
 
     def bound(value):
         if value is None or (dtype not in dtypes.FLOATS and not np.isfinite(value)):
             return None
-        return g.scalar(value, dtype)
+        return g.const(np.asarray(dtype.type(value)).astype(work))
 
-    ctx.output(g.op("Clip", ctx.input(), bound(ctx.attrs["min"]), bound(ctx.attrs["max"])))
+    out = g.op("Clip", ctx.input(dtype=work), bound(ctx.attrs["min"]), bound(ctx.attrs["max"]))
+    ctx.output(out, have=work)
 
 
 @rule("cast")
@@ -186,15 +190,15 @@ def _cast(ctx: OpContext) -> None:
 @rule("where")
 def _where(ctx: OpContext) -> None:
     dtype = ctx.dtype
-    ctx.output(ctx.g.op("Where", ctx.input("Cond", dtype=dtypes.bool_),
-                        ctx.input("X", dtype=dtype), ctx.input("Y", dtype=dtype)))
+    ctx.output(ctx.g.where(ctx.input("Cond", dtype=dtypes.bool_), ctx.input("X", dtype=dtype),
+                           ctx.input("Y", dtype=dtype), dtype))
 
 
 @rule("masked_fill")
 def _masked_fill(ctx: OpContext) -> None:
     dtype = ctx.dtype
-    ctx.output(ctx.g.op("Where", ctx.input("Mask"), ctx.input("Value", dtype=dtype),
-                        ctx.input("X", dtype=dtype)))
+    ctx.output(ctx.g.where(ctx.input("Mask"), ctx.input("Value", dtype=dtype),
+                           ctx.input("X", dtype=dtype), dtype))
 
 
 @rule("add_n")

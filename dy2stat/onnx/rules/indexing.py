@@ -234,14 +234,16 @@ def _scatter(ctx: OpContext) -> None:
 @rule("masked_select")
 def _masked_select(ctx: OpContext) -> None:
     g, x, mask = ctx.g, ctx.input(), ctx.input("Mask")
-    both = g.op("Where", mask, x, x)  # x broadcast with the mask
+    both = g.where(mask, x, x, ctx.dtype)  # x broadcast with the mask
     mask = g.op("Expand", mask, g.shape(both))
     ctx.output(g.op("Compress", g.reshape(both, [-1]), g.reshape(mask, [-1]), axis=0))
 
 
 @rule("nonzero")
 def _nonzero(ctx: OpContext) -> None:
-    ctx.output(ctx.g.op("Transpose", ctx.g.op("NonZero", ctx.input()), perm=[1, 0]))
+    # (as a bool: ONNX Runtime's NonZero takes few dtypes)
+    coords = ctx.g.op("NonZero", ctx.input(dtype=dtypes.bool_))
+    ctx.output(ctx.g.op("Transpose", coords, perm=[1, 0]))
 
 
 @rule("take_along_axis")

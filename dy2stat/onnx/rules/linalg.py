@@ -43,8 +43,11 @@ def _einsum(ctx: OpContext) -> None:
 
 @rule("tril", "triu")
 def _triangle(ctx: OpContext) -> None:
-    ctx.output(ctx.g.op("Trilu", ctx.input(), ctx.g.const(np.int64(ctx.attrs["diagonal"])),
-                        upper=1 if ctx.type == "triu" else 0))
+    dtype = ctx.dtype
+    work = dtypes.int32 if dtype in (dtypes.int8, dtypes.uint8, dtypes.int16) else dtype
+    out = ctx.g.op("Trilu", ctx.input(dtype=work), ctx.g.const(np.int64(ctx.attrs["diagonal"])),
+                   upper=1 if ctx.type == "triu" else 0)
+    ctx.output(out, have=work)
 
 
 @rule("diag")
@@ -64,7 +67,8 @@ def _diag(ctx: OpContext) -> None:
         along = rows if offset >= 0 else cols
         last = g.op("Sub", n, one)
         picked = g.op("Gather", x, g.op("Min", g.op("Max", along, zero), last), axis=0)
-        ctx.output(g.op("Where", on, picked, g.scalar(ctx.attrs["padding_value"], ctx.dtype)))
+        ctx.output(g.where(on, picked, g.scalar(ctx.attrs["padding_value"], ctx.dtype),
+                           ctx.dtype))
         return
     rows, cols = (g.to_scalar(g.dim(x, a)) for a in (0, 1))
     start_row, start_col = g.const(np.int64(max(-offset, 0))), g.const(np.int64(max(offset, 0)))

@@ -24,8 +24,10 @@ _REDUCE = {"sum": "ReduceSum", "mean": "ReduceMean", "max": "ReduceMax", "min": 
 @rule(*_REDUCE)
 def _reduce(ctx: OpContext) -> None:
     dtype = ctx.dtype
-    # bools reduce as int32 (max/min: ReduceMax has no bools); sums of ints are int64
-    work = dtypes.int32 if dtype == dtypes.bool_ else dtype
+    # bools and small ints reduce as int32 (ReduceMax has no bools, ReduceProd no int8);
+    # sums of ints are int64
+    work = dtypes.int32 if dtype in (dtypes.bool_, dtypes.int8, dtypes.uint8,
+                                     dtypes.int16) else dtype
     out = ctx.g.reduce(_REDUCE[ctx.type], ctx.input(dtype=work), _axes(ctx),
                        ctx.attrs["keepdim"])
     ctx.output(_copy(ctx.g, out, ctx.input()), have=work)
