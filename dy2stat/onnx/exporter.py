@@ -23,6 +23,8 @@ from dy2stat.runtime.ir import Program
 
 DEFAULT_OPSET = 17
 MIN_OPSET = 17
+# protobuf's limit on one message: an ONNX file with its parameters inside it
+_PROTOBUF_LIMIT = 2**31
 
 
 def opset_of(opset_version) -> int:
@@ -66,6 +68,10 @@ def to_onnx(program: Program, feed_names, fetch_names, params: dict,
                               producer_version=dy2stat.__version__)
     proto.graph.initializer.extend(model.initializers)
     proto.ir_version = helper.find_min_ir_version_for(opsets)
+    size = proto.ByteSize()
+    if size >= _PROTOBUF_LIMIT:
+        raise ValueError(f"the ONNX model would take {size / 2**30:.1f} GiB, more than the "
+                         "2 GiB one ONNX file can hold")
     onnx.checker.check_model(proto)
     return proto
 
