@@ -110,12 +110,20 @@ def _gelu(ctx: OpContext) -> None:
     ctx.output(g.op("Mul", half_x, g.op("Add", g.scalar(1, dtype), erf)))
 
 
-def _chwn(rule_fn):
-    """The rule of an op's batch-minor form: images [C, H, W, N] in and out."""
+def _nchw(lower_images):
+    """The rule of an op on NCHW images: ``lower_images(ctx, x)`` gives its output."""
+    def lower(ctx: OpContext) -> None:
+        ctx.output(lower_images(ctx, ctx.input("X")))
+
+    return lower
+
+
+def _chwn(lower_images):
+    """The rule of the op's batch-minor form (the layout pass's): images [C, H, W, N] in
+    and out, so NCHW between two transposes."""
     def lower(ctx: OpContext) -> None:
         g = ctx.g
-        images = {"X": g.op("Transpose", ctx.input("X"), perm=list(TO_NCHW))}
-        out = rule_fn(ctx, images["X"])
+        out = lower_images(ctx, g.op("Transpose", ctx.input("X"), perm=list(TO_NCHW)))
         ctx.output(g.op("Transpose", out, perm=list(TO_CHWN)))
 
     return lower
@@ -169,13 +177,6 @@ def _avg_pool(ctx: OpContext, x: str) -> str:
     kernel, strides, pads = _pool_pads(ctx, _spatial(ctx))
     return ctx.g.op("AveragePool", x, kernel_shape=kernel, strides=strides, pads=pads,
                     count_include_pad=0 if ctx.attrs["exclusive"] else 1)
-
-
-def _nchw(rule_fn):
-    def lower(ctx: OpContext) -> None:
-        ctx.output(rule_fn(ctx, ctx.input("X")))
-
-    return lower
 
 
 rule("conv2d")(_nchw(_conv))
