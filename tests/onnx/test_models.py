@@ -243,3 +243,45 @@ def test_a_saved_program_converts_to_the_same_model(exported, tmp_path):
     # the inputs and outputs are the program's feeds and fetches, by name
     assert [i.name for i in sess.get_inputs()] == loaded.feed_names == ["text", "seq_len"]
     assert [o.name for o in sess.get_outputs()] == loaded.fetch_names
+
+
+def _x(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype("float32")
+
+
+# The layers of d2s.nn a model is made of, each exported on its own (in eval mode).
+LAYERS = [
+    ("Conv2DTranspose", lambda: d2s.nn.Conv2DTranspose(3, 4, 3, stride=2, padding=1,
+                                                       output_padding=1), _x(2, 3, 5, 5)),
+    ("Conv1D", lambda: d2s.nn.Conv1D(3, 4, 3, padding=1), _x(2, 3, 7)),
+    ("AdaptiveAvgPool2D", lambda: d2s.nn.AdaptiveAvgPool2D(3), _x(2, 3, 7, 8)),
+    ("AdaptiveMaxPool2D", lambda: d2s.nn.AdaptiveMaxPool2D(2), _x(2, 3, 7, 8)),
+    ("AvgPool2D ceil", lambda: d2s.nn.AvgPool2D(3, stride=2, ceil_mode=True), _x(1, 2, 7, 7)),
+    ("GroupNorm", lambda: d2s.nn.GroupNorm(2, 4), _x(2, 4, 3, 3)),
+    ("InstanceNorm2D", lambda: d2s.nn.InstanceNorm2D(4), _x(2, 4, 3, 3)),
+    ("BatchNorm1D", lambda: d2s.nn.BatchNorm1D(4), _x(3, 4)),
+    ("GRU bidirect, 2 layers", lambda: d2s.nn.GRU(4, 5, num_layers=2, direction="bidirect"),
+     _x(2, 6, 4)),
+    ("SimpleRNN", lambda: d2s.nn.SimpleRNN(4, 5), _x(2, 6, 4)),
+    ("TransformerEncoder", lambda: d2s.nn.TransformerEncoder(
+        d2s.nn.TransformerEncoderLayer(8, 2, 16), 2), _x(2, 5, 8)),
+    ("Upsample bilinear", lambda: d2s.nn.Upsample(scale_factor=2, mode="bilinear"),
+     _x(1, 2, 3, 4)),
+    *[(name, getattr(d2s.nn, name), _x(3, 4)) for name in (
+        "PReLU", "LeakyReLU", "ELU", "SiLU", "Mish", "Hardswish", "Softplus", "GELU",
+        "Softmax", "Sigmoid", "Tanh")],
+]
+
+
+@pytest.mark.parametrize("name, make, x", LAYERS, ids=[n for n, _, _ in LAYERS])
+def test_layer_runs_in_onnx_runtime_as_in_dy2stat(tmp_path, name, make, x):
+    d2s.seed(0)
+    layer = make()
+    layer.eval()
+    path = d2s.onnx.export(layer, tmp_path / "layer",
+                           input_spec=[InputSpec(list(x.shape), "float32", "x")])
+    with d2s.no_grad():
+        expected = _outputs(layer(d2s.to_tensor(x)))
+    actual = session(checked(path)).run(None, {"x": x})
+    for a, e in zip(actual, expected):
+        assert_close(a, e, rtol=0, atol=1e-5 * max(1.0, float(np.abs(e).max())))

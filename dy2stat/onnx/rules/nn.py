@@ -138,6 +138,26 @@ def _conv(ctx: OpContext, x: str) -> str:
                     dilations=[dh, dw], group=int(ctx.attrs["groups"]))
 
 
+@rule("conv2d_grad_input")
+def _conv_transpose(ctx: OpContext) -> None:
+    """The input gradient of a convolution: what conv2d_transpose computes, a
+    ConvTranspose of DOut whose output_padding gives X's (the shape reference's) size."""
+    dtype = ctx.dtype
+    (sh, sw), (ph, pw), (dh, dw) = (_pair(ctx.attrs[k]) for k in ("stride", "padding",
+                                                                  "dilation"))
+    out_hw, in_hw = ctx.meta("X").shape[2:], ctx.meta("DOut").shape[2:]
+    kernel = ctx.meta("Filter").shape[2:]
+    if min(*out_hw, *in_hw) < 0:
+        raise Unsupported("a transposed convolution needs its input's and output's height "
+                          "and width known when the model is exported")
+    extra = [o - ((i - 1) * s - 2 * p + d * (k - 1) + 1) for o, i, s, p, d, k in
+             zip(out_hw, in_hw, (sh, sw), (ph, pw), (dh, dw), kernel)]
+    ctx.output(ctx.g.op("ConvTranspose", ctx.input("DOut", dtype=dtype),
+                        ctx.input("Filter", dtype=dtype), strides=[sh, sw],
+                        pads=[ph, pw, ph, pw], dilations=[dh, dw],
+                        group=int(ctx.attrs["groups"]), output_padding=extra))
+
+
 def _pool_pads(ctx: OpContext, hw) -> tuple:
     """(kernel, strides, pads): ceil_mode's extra bottom/right padding made explicit
     (its windows' padding is left out of max and of an exclusive average alike)."""

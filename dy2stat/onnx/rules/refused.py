@@ -1,6 +1,7 @@
 """The ops that have no ONNX form, and why. Export takes inference programs: gradient
-and optimizer ops belong to training; random draws and ``assert`` cannot behave in
-ONNX Runtime as they do in dy2stat."""
+and optimizer ops belong to training (conv2d_grad_input aside: it is also the forward of
+conv2d_transpose, and has a rule); random draws and ``assert`` cannot behave in ONNX
+Runtime as they do in dy2stat."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from dy2stat.onnx.lowering import refuse
 
 refuse("is a gradient op: only inference programs export to ONNX (the exported function "
        "must not call d2s.grad or backward)",
-       "cross_entropy_grad", "embedding_grad", "gelu_grad", "conv2d_grad_input",
-       "conv2d_grad_filter", "conv2d_grad_input_chwn", "conv2d_grad_filter_chwn",
+       "cross_entropy_grad", "embedding_grad", "gelu_grad", "conv2d_grad_filter",
+       "conv2d_grad_input_chwn", "conv2d_grad_filter_chwn",
        "max_pool2d_grad", "max_pool2d_grad_chwn", "avg_pool2d_grad", "sum_grad", "mean_grad",
        "sum_to_like", "split_like", "gather_grad", "tile_grad", "getitem_grad", "diag_grad",
        "batch_norm_grad", "pad_grad", "interpolate_grad", "gather_nd_grad",
