@@ -382,6 +382,9 @@ def _load_trained_state(model, args) -> None:
             raise UserError(f"{what}: {_describe(exc)}") from None
     else:
         return
+    if not isinstance(model, dy2stat.nn.Layer):
+        raise UserError(f"{what}: {args.target} is a function, not a Layer: it has no "
+                        "parameters to load")
     if not isinstance(state, dict) or not all(isinstance(v, np.ndarray) for v in state.values()):
         raise UserError(f"{what}: not a state dict (a dict of tensors by parameter name, "
                         "as d2s.save(layer.state_dict(), FILE) writes)")

@@ -63,6 +63,10 @@ MODEL = textwrap.dedent('''
         return Net()
 
 
+    def scaled():
+        return d2s.jit.to_static(lambda x: x * 2)
+
+
     def high_level():
         return d2s.Model(make())
 ''')
@@ -176,6 +180,9 @@ def test_trained_weights_export_as_a_program_too(work, capsys, monkeypatch):
      "--params not_a_state.pdparams: not a state dict"),
     (["export", "model.py:make", "--params", "x.npy", "-o", "o"],
      "--params x.npy: not a file d2s.save wrote"),
+    (["export", "model.py:scaled", "--params", "trained.pdparams", "--input-spec",
+      "x:float32[-1,4]", "-o", "o"],
+     "--params trained.pdparams: model.py:scaled is a function, not a Layer"),
     (["export", "model.py:make", "--params", "nothing.pdparams", "-o", "o"],
      "--params nothing.pdparams: no such file"),
     (["export", "model.py:make", "--checkpoint", "ckpt/nothing", "-o", "o"],
