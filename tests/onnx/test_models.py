@@ -1,6 +1,10 @@
 """The model set and every example's model, exported to ONNX once each (small
 configurations) and run in ONNX Runtime on one or more batches: the outputs equal
-dy2stat's within the tolerances docs/deploying.md documents (decoded tokens exactly)."""
+dy2stat's within the tolerances docs/deploying.md documents (decoded tokens exactly).
+
+(examples/lenet_model.py trains dy2stat.vision.models.LeNet, exported here;
+examples/double_grad.py has no converted model: its point is d2s.grad, whose gradient
+ops an inference export refuses, test_errors.py.) Then the layers of d2s.nn one by one."""
 
 from __future__ import annotations
 
