@@ -31,7 +31,7 @@ from dy2stat import demo, program_view
 from dy2stat.dy2static import convert, origin, parser, transformer
 from dy2stat.dy2static.errors import Dy2StaticError
 from dy2stat.hapi import checkpoint
-from dy2stat.onnx.inference import inference_program
+from dy2stat.jit import save_load
 from dy2stat.runtime import atomic, dtypes, serialize
 from dy2stat.runtime.quoting import printable
 from dy2stat.static import InputSpec
@@ -288,28 +288,27 @@ def _export(args) -> int:
     if obj is None:
         raise UserError(f"{path}: no object named {object_name!r}")
     try:
-        model = _instantiate(obj, path, object_name)
+        model, own_specs = _instantiate(obj, path, object_name)
         _load_trained_state(model, args)
-        program, feeds, fetches, params = _traced(model, specs, path, object_name)
-        _check_spec_dtypes(program, feeds, params, object_name)
-        if exporter is not None:
-            exporter.write(output, exporter.to_onnx(program, feeds, fetches, params,
-                                                    args.opset))
-        else:
-            dy2stat.jit.save(model, args.output, input_spec=specs)
+        program, feeds, fetches, params = _traced(model, specs or own_specs, path,
+                                                  object_name)
     except (UserError, KeyboardInterrupt):
         raise
+    except Exception as exc:  # noqa: BLE001  (the model's own code failed)
+        raise UserError(_in_user_code(exc, path, f"saving {object_name} failed")) from None
+    _check_spec_dtypes(program, feeds, params, object_name)
+    if exporter is None:
+        save_load.write_program(args.output, program, feeds, fetches, params)
+        print(f"wrote {args.output}.json and {args.output}.safetensors")
+        return 0
+    try:
+        proto = exporter.to_onnx(program, feeds, fetches, params, args.opset)
     except dy2stat.onnx.ExportError as exc:
         text = str(exc)
         if exc.filename and os.path.abspath(exc.filename) == os.path.abspath(path):
             text = text.replace(exc.filename, path, 1)  # the model file as the user named it
         raise UserError(text) from None
-    except Exception as exc:  # noqa: BLE001  (the model's own code failed)
-        raise UserError(_in_user_code(exc, path, f"saving {object_name} failed")) from None
-    if args.format == "onnx":
-        print(f"wrote {output}")
-    else:
-        print(f"wrote {args.output}.json and {args.output}.safetensors")
+    print(f"wrote {exporter.write(output, proto)}")
     return 0
 
 
@@ -337,7 +336,7 @@ def _traced(model, specs, path: str, object_name: str):
     """The inference program of ``model`` (as jit.save saves it) for ``specs``, or for
     the model's own input_spec when the command line gives none."""
     try:
-        return inference_program(model, specs)
+        return save_load.inference_program(model, specs)
     except RuntimeError as exc:
         if specs is None and "has no input_spec" in str(exc):
             raise UserError(f"{path}: {object_name} has no input_spec of its own: give "
@@ -386,8 +385,10 @@ def _load_trained_state(model, args) -> None:
         raise UserError(f"{what}: {args.target} is a function, not a Layer: it has no "
                         "parameters to load")
     if not isinstance(state, dict) or not all(isinstance(v, np.ndarray) for v in state.values()):
+        held = (f"; this one holds the keys {_listed(list(state))}"
+                if isinstance(state, dict) and state else "")
         raise UserError(f"{what}: not a state dict (a dict of tensors by parameter name, "
-                        "as d2s.save(layer.state_dict(), FILE) writes)")
+                        f"as d2s.save(layer.state_dict(), FILE) writes{held})")
     own = model.state_dict()
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]
@@ -413,23 +414,23 @@ def _listed(keys: list) -> str:
 
 
 def _instantiate(obj, path, name):
-    """A Layer class (no required arguments), a factory function, or a Layer instance."""
-    if isinstance(obj, dy2stat.Model):  # a high-level Model: its network
-        return obj.network
-    if isinstance(obj, dy2stat.nn.Layer):
-        return obj
+    """``(model, its own input specs or None)`` from a Layer class (no required
+    arguments), a factory function, a Layer instance, a converted function, or a
+    ``d2s.Model`` (its network, and the specs of its ``inputs``)."""
+    if isinstance(obj, dy2stat.jit.StaticFunction):
+        return obj, None
     if isinstance(obj, type) and issubclass(obj, dy2stat.nn.Layer):
         try:
-            return obj()
+            obj = obj()
         except TypeError as exc:
             raise UserError(f"{path}: {name}() needs constructor arguments ({exc}); "
                             "export a factory function or an instance instead") from None
-    if callable(obj):
-        made = obj()
-        if isinstance(made, dy2stat.Model):
-            return made.network
-        if isinstance(made, dy2stat.nn.Layer) or callable(made):
-            return made
+    elif callable(obj) and not isinstance(obj, (dy2stat.nn.Layer, dy2stat.Model)):
+        obj = obj()
+    if isinstance(obj, dy2stat.Model):
+        return obj.network, obj.input_spec
+    if isinstance(obj, dy2stat.nn.Layer) or callable(obj):
+        return obj, None
     raise UserError(f"{path}: {name} is not a Layer class, a factory function or a Layer")
 
 

@@ -14,7 +14,7 @@ import os
 
 from dy2stat.onnx.errors import ExportError
 
-__all__ = ["ExportError", "export", "export_saved", "load_exporter", "onnx_path"]
+__all__ = ["ExportError", "export", "export_saved"]
 
 
 def onnx_path(path) -> str:

@@ -14,9 +14,9 @@ import onnx
 from onnx import helper
 
 import dy2stat
+from dy2stat.jit.save_load import inference_program
 from dy2stat.onnx import onnx_path, rules  # noqa: F401  (rules fills the rule table)
 from dy2stat.onnx.graph import Graph, Model, value_info
-from dy2stat.onnx.inference import inference_program
 from dy2stat.onnx.lowering import Lowering, Scope, read_names
 from dy2stat.runtime import atomic, serialize
 from dy2stat.runtime.ir import Program
