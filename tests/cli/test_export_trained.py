@@ -5,6 +5,7 @@ what they write runs as the model does, and every mistake is one line with statu
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -74,6 +75,29 @@ MODEL = textwrap.dedent('''
 
     def high_level():
         return d2s.Model(make())
+
+
+    TRACES = []
+
+
+    class Counted(nn.Layer):
+        """Counts how often it is traced (a Python side effect of forward)."""
+
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, x):
+            TRACES.append(1)
+            return self.fc(x)
+
+
+    @d2s.jit.to_static(input_spec=[InputSpec([-1, 4], "float32", "x")])
+    def doubled(x):
+        return x * 2
+
+
+    described = d2s.Model(Counted(), inputs=[InputSpec([-1, 4], "float32", "x")])
 ''')
 
 
@@ -117,6 +141,7 @@ def work(tmp_path_factory):
     d2s.save(model.state_dict(), str(folder / "trained.pdparams"))
     wrong = dict(model.state_dict(), **{"fc1.weight": d2s.zeros([3, 8])})  # one key's shape
     d2s.save(wrong, str(folder / "wrong_shape.pdparams"))
+    d2s.save({"model": model.state_dict(), "epoch": 3}, str(folder / "nested.pdparams"))
     d2s.save({"nested": {"fc1.weight": np.zeros((4, 8), "float32")}, "epoch": 3},
              str(folder / "not_a_state.pdparams"))
     d2s.Model(model).save(str(folder / "ckpt/final"))
@@ -162,6 +187,50 @@ def test_trained_weights_export_as_a_program_too(work, capsys, monkeypatch, targ
     np.testing.assert_allclose(loaded(x).numpy(), expected, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("target, x", [
+    ("model.py:doubled", np.ones((2, 4), "float32")),  # a converted function, its own spec
+    ("model.py:described", np.ones((3, 4), "float32"))])  # a d2s.Model: its inputs specs
+def test_own_specs_of_a_converted_function_and_of_a_model(work, capsys, monkeypatch, target,
+                                                          x):
+    folder, _, _ = work
+    monkeypatch.chdir(folder)
+    status, _, err = run(capsys, "export", target, "-o", "own/m")
+    assert status == 0, err
+    loaded = d2s.jit.load(str(folder / "own/m"))
+    assert loaded.feed_names == ["x"] and loaded(x).shape[0] == len(x)  # -1: any batch
+
+
+def test_export_traces_the_model_once(work, capsys, monkeypatch):
+    folder, _, _ = work
+    monkeypatch.chdir(folder)
+    status, _, err = run(capsys, "export", "model.py:Counted", "--input-spec",
+                         "x:float32[-1,4]", "-o", "once/m")
+    assert status == 0, err
+    assert len(sys.modules["dy2stat_user_model"].TRACES) == 1
+
+
+@needs_onnx
+def test_the_command_lines_spec_overrides_the_models_own(work, capsys, monkeypatch):
+    folder, x, expected = work
+    monkeypatch.chdir(folder)
+    status, _, err = run(capsys, "export", "model.py:make", "--params", "trained.pdparams",
+                         "--input-spec", "x:float32[5,4]", "--format", "onnx", "-o", "fixed")
+    assert status == 0, err
+    sess = ort.InferenceSession("fixed.onnx", providers=["CPUExecutionProvider"])
+    assert sess.get_inputs()[0].shape == [5, 4]
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs a folder no one can write in")
+def test_an_output_that_cannot_be_written_is_not_blamed_on_the_model(work, capsys,
+                                                                      monkeypatch):
+    folder, _, _ = work
+    monkeypatch.chdir(folder)
+    status, _, err = run(capsys, "export", "model.py:make", "-o", "/proc/dy2stat-none/m")
+    line = one_line(err, "export")
+    assert status == 2 and line.startswith("dy2stat export: error: /proc/dy2stat-none"), line
+
+
 @needs_onnx
 def test_a_saved_program_converts_to_onnx_without_the_source(work, capsys, monkeypatch):
     folder, x, expected = work
@@ -198,6 +267,13 @@ def _onnx(*case):
      "[4, 8]"),
     (["export", "model.py:make", "--params", "not_a_state.pdparams", "-o", "o"],
      "--params not_a_state.pdparams: not a state dict"),
+    (["export", "model.py:make", "--params", "nested.pdparams", "-o", "o"],
+     "--params nested.pdparams: not a state dict (a dict of tensors by parameter name, as "
+     "d2s.save(layer.state_dict(), FILE) writes; this one holds the keys 'model', 'epoch')"),
+    (["export", "model.py:Plain", "--input-spec", "x:float32[-1,4]", "--input-spec",
+      "y:float32[-1,4]", "-o", "o"],
+     "model.py: saving Plain failed: TypeError: forward(x): input_spec gives 2 inputs: too "
+     "many positional arguments"),
     (["export", "model.py:make", "--params", "x.npy", "-o", "o"],
      "--params x.npy: not a file d2s.save wrote"),
     (["export", "model.py:scaled", "--params", "trained.pdparams", "--input-spec",
