@@ -163,6 +163,13 @@ class Graph:
         out = self.op("Where", cond, self.cast_to(x, work), self.cast_to(y, work))
         return self.cast_to(out, dtype)
 
+    def is_inf(self, x: str, dtype) -> str:
+        """``IsInf`` of ``x`` (of float ``dtype``); float16 is tested as float32, which
+        holds every float16 value (IsInf takes no float16 before opset 20)."""
+        if np.dtype(dtype) == dtypes.float16:
+            x = self.cast_to(x, dtypes.float32)
+        return self.op("IsInf", x)
+
     def fill(self, shape: str, value, dtype) -> str:
         """A tensor of the run-time ``shape`` (1-D int64) filled with ``value``."""
         array = np.asarray(np.dtype(dtype).type(value)).reshape(1)

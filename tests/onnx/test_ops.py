@@ -43,12 +43,12 @@ def _is_arrays(value) -> bool:
     return isinstance(value, list) and all(isinstance(v, np.ndarray) for v in value)
 
 
-def _float32(value, keep: bool):
-    """float64 arrays as float32 (what models use), unless the case's attrs fix dtypes."""
-    if isinstance(value, np.ndarray) and value.dtype == np.float64 and not keep:
-        return value.astype(np.float32)
+def _as_float(value, dtype):
+    """The case's float64 arrays as ``dtype`` (float32: what models use; None: kept)."""
+    if isinstance(value, np.ndarray) and value.dtype == np.float64 and dtype is not None:
+        return value.astype(dtype)
     if _is_arrays(value) and not isinstance(value, np.ndarray):
-        return [_float32(v, keep) for v in value]
+        return [_as_float(v, dtype) for v in value]
     return value
 
 
@@ -58,10 +58,12 @@ def _flat(values) -> list:
     return [values]
 
 
-def _exported(case: Case, opset: int, dynamic: bool = False):
-    """(the ONNX model of the case's op, its input arrays, dy2stat's eager results)."""
-    keep = case.op == "fused_elementwise"  # its expr names the dtypes
-    inputs = [_float32(x, keep) for x in case.inputs]
+def _exported(case: Case, opset: int, dynamic: bool = False, floats="float32"):
+    """(the ONNX model of the case's op, its input arrays, dy2stat's eager results); the
+    case's float64 inputs in the dtype ``floats``."""
+    if case.op == "fused_elementwise":  # its expr names the dtypes
+        floats = None
+    inputs = [_as_float(x, floats) for x in case.inputs]
     arrays: dict = {}
 
     def feed(a):
@@ -103,13 +105,17 @@ def _run(model, arrays: dict) -> list:
     return sess.run(None, {k: v for k, v in arrays.items() if k in names})
 
 
-def _check(case: Case, opset: int, dynamic: bool = False) -> None:
-    model, arrays, expected = _exported(case, opset, dynamic)
+def _check(case: Case, opset: int, dynamic: bool = False, floats="float32",
+           tolerance: float = 1e-4) -> None:
+    _compare(*_exported(case, opset, dynamic, floats), tolerance)
+
+
+def _compare(model, arrays: dict, expected: list, tolerance: float) -> None:
     checked(model)
     actual = _run(model, arrays)
     assert len(actual) == len(expected)
     for a, e in zip(actual, expected):
-        assert_close(a, e, rtol=1e-4, atol=1e-5)
+        assert_close(a, e, rtol=tolerance, atol=tolerance / 10)
 
 
 def _expected_refusal(case: Case, opset: int) -> str | None:
@@ -202,6 +208,43 @@ def test_op_runs_in_onnx_runtime_as_in_dy2stat(case, opset):
     with pytest.raises(ExportError, match=reason) as info:
         _exported(case, opset)
     assert info.value.op_type == case.op
+
+
+# ONNX Runtime's CPU kernels of Conv, ConvTranspose, AveragePool and Erf take no float64:
+# a float64 model with these ops is valid ONNX that ONNX Runtime does not load (as
+# docs/deploying.md says). Every other op runs in float64 and float16 as in dy2stat.
+ORT_HAS_NO_FLOAT64 = {"Conv", "ConvTranspose", "AveragePool", "Erf"}
+
+
+@pytest.mark.parametrize("floats, tolerance", [("float64", 1e-6), ("float16", 1e-2)])
+@pytest.mark.parametrize("case", _TABLE, ids=[c.id for c in _TABLE])
+def test_op_in_float64_and_float16(case, floats, tolerance):
+    if _expected_refusal(case, 18) is not None:
+        pytest.skip("refused (test_op_runs_in_onnx_runtime_as_in_dy2stat)")
+    model, arrays, expected = _exported(case, 18, floats=floats)
+    if floats == "float64" and {n.op_type for n in model.graph.node} & ORT_HAS_NO_FLOAT64:
+        with pytest.raises(ort.capi.onnxruntime_pybind11_state.NotImplemented):
+            session(checked(model))
+        return
+    _compare(model, arrays, expected, tolerance)
+
+
+# Integer cases whose ONNX form differs from the float one: division and remainder by 0
+# (NumPy gives 0 where ONNX Runtime would stop), and pad of int16 (which ONNX Runtime
+# pads as int32).
+_INT_CASES = [
+    *[Case(op, [np.array([7, -7 if dtype != "uint8" else 9, 0, 5], dtype),
+                np.array([0, 0, 0, 2], dtype)], name=dtype)
+      for op in ("floor_divide", "remainder") for dtype in ("int8", "uint8", "int32", "int64")],
+    *[Case("pad", [np.arange(12, dtype="int16").reshape(3, 4)],
+           {"paddings": [1, 0, 2, 1], "mode": mode, "value": 7}, name=f"int16-{mode}")
+      for mode in ("constant", "reflect", "replicate", "circular")],
+]
+
+
+@pytest.mark.parametrize("case", _INT_CASES, ids=[c.id for c in _INT_CASES])
+def test_integer_forms(case):
+    _check(case, 17, tolerance=0)
 
 
 # Ops whose ONNX form reads dims from the tensors when the model runs: checked with every

@@ -41,10 +41,19 @@ def _floor_divide(ctx: OpContext) -> None:
     work = _WIDER.get(dtype, dtype)
     x, y = ctx.input("X", dtype=work), ctx.input("Y", dtype=work)
     if dtype in dtypes.INTS:  # exact: (x - x mod y) / y, with mod of the divisor's sign
+        y, by_zero = _nonzero_divisor(g, y, work)
         out = g.op("Div", g.op("Sub", x, g.op("Mod", x, y)), y)
+        out = g.op("Where", by_zero, g.scalar(0, work), out)
     else:
         out = _float_floor_divide(g, x, y, work)
     ctx.output(out, have=work)
+
+
+def _nonzero_divisor(g, y, dtype):
+    """``(y with 1 for 0, where y is 0)``: an integer divided by 0 is 0 in NumPy (with a
+    warning), where ONNX Runtime stops the run."""
+    by_zero = g.op("Equal", y, g.scalar(0, dtype))
+    return g.op("Where", by_zero, g.scalar(1, dtype), y), by_zero
 
 
 def _float_floor_divide(g, x, y, dtype):
@@ -67,7 +76,8 @@ def _remainder(ctx: OpContext) -> None:
     work = _WIDER.get(dtype, dtype)
     x, y = ctx.input("X", dtype=work), ctx.input("Y", dtype=work)
     if dtype in dtypes.INTS:
-        ctx.output(g.op("Mod", x, y), have=work)
+        y, by_zero = _nonzero_divisor(g, y, work)
+        ctx.output(g.op("Where", by_zero, g.scalar(0, work), g.op("Mod", x, y)), have=work)
         return
     # NumPy: fmod, moved into the divisor's sign
     mod = g.op("Mod", x, y, fmod=1)
@@ -146,14 +156,13 @@ def _float_test(ctx: OpContext) -> None:
     if ctx.meta().dtype not in dtypes.FLOATS:  # integers are never nan or inf
         ctx.output(g.fill(g.shape(x), ctx.type == "isfinite", dtypes.bool_))
         return
-    if ctx.meta().dtype == dtypes.float16:  # IsInf takes no float16
-        x = g.cast_to(x, dtypes.float32)
+    dtype = ctx.meta().dtype
     if ctx.type == "isnan":
         ctx.output(g.op("IsNaN", x))
     elif ctx.type == "isinf":
-        ctx.output(g.op("IsInf", x))
+        ctx.output(g.is_inf(x, dtype))
     else:
-        ctx.output(g.op("Not", g.op("Or", g.op("IsNaN", x), g.op("IsInf", x))))
+        ctx.output(g.op("Not", g.op("Or", g.op("IsNaN", x), g.is_inf(x, dtype))))
 
 
 @rule("scale")

@@ -213,7 +213,10 @@ def _scatter(ctx: OpContext) -> None:
     """Rows Index of X set to Updates: the rows are zeroed, then the updates added (only
     the last of repeated indices when overwriting)."""
     g, dtype = ctx.g, ctx.dtype
-    work = dtype if dtype in dtypes.FLOATS | {dtypes.int32, dtypes.int64} else dtypes.int32
+    # ONNX Runtime adds no float16, small ints or bools: those add as float32 / int32
+    # (exact when overwriting, one update per row; accumulated, float16 rounds once)
+    work = (dtype if dtype in {dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64}
+            else dtypes.float32 if dtype == dtypes.float16 else dtypes.int32)
     x = ctx.input(dtype=work)
     index = g.reshape(ctx.input("Index", dtype=dtypes.int64), [-1])
     index = g.op("Where", g.op("Less", index, g.const(np.int64(0))),

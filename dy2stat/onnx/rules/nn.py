@@ -280,8 +280,10 @@ def _pad(ctx: OpContext) -> None:
         ctx.output(g.op("Identity", x) if x == ctx.input() else x)
         return
     pads = g.ints(paddings[0::2] + paddings[1::2])
-    value = g.scalar(ctx.attrs["value"], dtype) if mode == "constant" else None
-    ctx.output(g.op("Pad", x, pads, value, mode=_PAD_MODES[mode]))
+    work = dtypes.int32 if dtype == dtypes.int16 else dtype  # ONNX Runtime pads no int16
+    value = g.scalar(dtype.type(ctx.attrs["value"]), work) if mode == "constant" else None
+    out = g.op("Pad", g.cast(x, dtype, work), pads, value, mode=_PAD_MODES[mode])
+    ctx.output(out, have=work)
 
 
 @rule("interpolate")

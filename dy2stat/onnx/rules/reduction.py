@@ -139,7 +139,7 @@ def _logsumexp(ctx: OpContext) -> None:
     g, dtype = ctx.g, ctx.dtype
     x, axes = ctx.input(), _axes(ctx)
     top = g.reduce("ReduceMax", x, axes, True)
-    finite = g.op("Not", g.op("Or", g.op("IsNaN", top), g.op("IsInf", top)))
+    finite = g.op("Not", g.op("Or", g.op("IsNaN", top), g.is_inf(top, dtype)))
     top = g.op("Where", finite, top, g.scalar(0, dtype))
     total = g.reduce("ReduceSum", g.op("Exp", g.op("Sub", x, top)), axes, True)
     out = g.op("Add", g.op("Log", total), top)
