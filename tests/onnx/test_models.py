@@ -143,6 +143,7 @@ def _hooked():
 MODELS = {
     "LeNet": (_image_model(models.LeNet, 1, 28), 1e-5),
     "resnet18": (_image_model(models.resnet18), 1e-5),
+    "resnet34": (_image_model(models.resnet34), 1e-5),
     "resnet50": (_image_model(models.resnet50), 1e-5),
     "mobilenet_v2": (_image_model(models.mobilenet_v2), 1e-5),
     "transformer": (_transformer(None), 1e-5),
