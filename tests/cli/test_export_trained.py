@@ -64,6 +64,11 @@ MODEL = textwrap.dedent('''
             return self.fc(x) + d2s.rand([3])
 
 
+    @d2s.jit.to_static(input_spec=[InputSpec([3], "int64", "x")])
+    def flipped(x):
+        return x ^ 5
+
+
     def make():
         d2s.seed(1)
         return Net()
@@ -299,6 +304,33 @@ def test_mistakes_are_one_line_with_status_2(work, capsys, monkeypatch, args, me
     assert status == 2 and out == ""
     assert message in line, line
     assert not (folder / "o.onnx").exists() and not (folder / "o.json").exists()
+
+
+@needs_onnx
+def test_converting_an_op_that_needs_a_newer_opset_names_its_line(work, capsys, monkeypatch):
+    folder, _, _ = work
+    monkeypatch.chdir(folder)
+    assert run(capsys, "export", "model.py:flipped", "-o", "bits/m")[0] == 0
+    status, _, err = run(capsys, "convert", "bits/m", "--to", "onnx")
+    line = one_line(err, "convert")
+    assert status == 2 and "op bitwise_xor at " in line and "model.py:" in line
+    assert "(`return x ^ 5`): bitwise ops on integers need opset_version 18" in line
+    assert not (folder / "bits/m.onnx").exists()
+    status, out, err = run(capsys, "convert", "bits/m", "--to", "onnx", "--opset", "18")
+    assert status == 0 and out.strip() == "wrote bits/m.onnx", err
+
+
+@pytest.mark.parametrize("args", [["convert", "saved/net", "--to", "onnx"],
+                                  ["export", "model.py:make", "--format", "onnx", "-o", "o"]])
+def test_without_the_onnx_package_the_commands_say_how_to_install_it(work, capsys,
+                                                                     monkeypatch, args):
+    folder, _, _ = work
+    monkeypatch.chdir(folder)
+    run(capsys, "export", "model.py:make", "-o", "saved/net")
+    monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx fails
+    status, _, err = run(capsys, *args)
+    line = one_line(err, args[0])
+    assert status == 2 and 'pip install "dy2stat[onnx]"' in line
 
 
 @needs_onnx

@@ -37,6 +37,17 @@ def _image_model(make, channels=3, size=32):
     return build, [(_images(channels, size),), (_images(channels, size, batch=3, seed=1),)]
 
 
+def _any_size_image_model(make):
+    """Height and width unknown (-1) when exported: one model for every image size."""
+    def build():
+        d2s.seed(0)
+        model = make()
+        model.eval()
+        return model, [InputSpec([-1, 3, -1, -1], "float32", "x")]
+    return build, [(_images(3, 32),), (np.random.default_rng(1).standard_normal(
+        (1, 3, 64, 48)).astype("float32"),)]
+
+
 def _transformer(method):
     T = example("transformer")
 
@@ -146,6 +157,7 @@ MODELS = {
     "resnet34": (_image_model(models.resnet34), 1e-5),
     "resnet50": (_image_model(models.resnet50), 1e-5),
     "mobilenet_v2": (_image_model(models.mobilenet_v2), 1e-5),
+    "mobilenet_v2 of any size": (_any_size_image_model(models.mobilenet_v2), 1e-5),
     "transformer": (_transformer(None), 1e-5),
     "transformer.greedy_search": (_transformer("greedy_search"), 1e-5),
     "transformer.beam_search": (_transformer("beam_search"), 1e-5),
