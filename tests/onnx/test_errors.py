@@ -15,6 +15,7 @@ import numpy as np  # noqa: E402
 import dy2stat as d2s  # noqa: E402
 from dy2stat import nn  # noqa: E402
 from dy2stat.onnx import ExportError, exporter  # noqa: E402
+from dy2stat.onnx.lowering import RULES  # noqa: E402
 from dy2stat.static import InputSpec  # noqa: E402
 from tests.dy2static.corpus import CASES  # noqa: E402
 from tests.onnx.helpers import run, traced  # noqa: E402
@@ -103,6 +104,22 @@ def test_a_saved_program_still_names_the_line(tmp_path):
         d2s.onnx.export_saved(tmp_path / "bits")
     path = d2s.onnx.export_saved(tmp_path / "bits", opset_version=18)
     assert run(path, np.array([1, 2, 3]))[0].tolist() == [4, 7, 6]
+
+
+def test_an_op_of_the_registry_without_a_rule_is_named_with_its_line(monkeypatch):
+    """(Every op has a rule or a reason today, test_ops.py: an op added to the registry
+    without either still fails naming itself.)"""
+    monkeypatch.delitem(RULES, "tanh")
+
+    def squashed(x):
+        return d2s.tanh(x) * 2
+
+    with pytest.raises(ExportError) as info:
+        exporter.to_onnx(*traced(squashed, {"x": ([3], "float32")}))
+    error = info.value
+    assert (error.op_type, error.reason) == ("tanh", "has no ONNX mapping")
+    assert (error.lineno, error.source) == (_line(squashed, "d2s.tanh"),
+                                            "return d2s.tanh(x) * 2")
 
 
 def test_an_op_without_a_recorded_line_is_named_by_its_place():
