@@ -45,6 +45,7 @@ def export(layer_or_function, path, input_spec=None, opset_version=None) -> str:
 
 
 def export_saved(saved, path=None, opset_version=None) -> str:
-    """Write a program saved by ``jit.save`` (its prefix, .json file, or folder) as an
-    ONNX model to ``path`` (default: the prefix with .onnx); returns the path."""
+    """Write a program saved by ``jit.save`` or ``static.save_inference_model`` (its
+    prefix, .json file, or folder) as an ONNX model to ``path`` (default: the prefix
+    with .onnx); returns the path."""
     return load_exporter().export_saved(saved, path, opset_version)

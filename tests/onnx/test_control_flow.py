@@ -24,7 +24,7 @@ from tests.dy2static.corpus import CASES  # noqa: E402
 from tests.dy2static.test_corpus import as_numpy, eager, signature_groups, trace  # noqa: E402
 from tests.onnx.helpers import checked, run, session  # noqa: E402
 
-# print() of a static tensor warns that ONNX (and the runtime) print nothing
+# print() of a static tensor warns while tracing (the ONNX model leaves print out)
 pytestmark = pytest.mark.filterwarnings("ignore:print\\(\\) of a static tensor")
 
 STATIC = [c for c in CASES if c.static]
@@ -139,3 +139,34 @@ def test_a_for_loop_over_a_tensor_range_with_unknown_batch(tmp_path):
         x = np.random.default_rng(n).standard_normal(shape).astype("float32")
         got = run(checked(path), x, np.array(n, np.int64))[0]
         np.testing.assert_array_equal(got, x[:, :n].max(axis=1))
+
+
+def test_a_static_program_built_by_hand_converts_once_saved(tmp_path):
+    """static.nn.cond and static.nn.while_loop, saved with save_inference_model (the
+    Paddle 1.x way), converted by export_saved as a jit.save'd program is."""
+    d2s.seed(0)
+    d2s.enable_static()
+    try:
+        main, startup = d2s.static.Program(), d2s.static.Program()
+        with d2s.static.program_guard(main, startup):
+            x = d2s.static.data("x", [None, 4], "float32")
+            n = d2s.static.data("n", [], "int64")
+            h = d2s.static.nn.fc(x, 4)
+            h = d2s.static.nn.cond(h.sum() > 0, lambda: h * 2, lambda: h - 1)
+            i = d2s.zeros([], "int64")
+            i, h = d2s.static.nn.while_loop(lambda i, h: i < n,
+                                            lambda i, h: [i + 1, d2s.tanh(h) + 0.5], [i, h])
+        exe = d2s.static.Executor()
+        exe.run(startup)
+        d2s.static.save_inference_model(str(tmp_path / "hand"), [x, n], [h], exe)
+        cases = [(np.random.default_rng(s).standard_normal((b, 4)).astype("float32"),
+                  np.array(k, np.int64)) for s, b, k in [(0, 2, 0), (1, 3, 4)]]
+        wanted = [exe.run(main, feed={"x": a, "n": k}, fetch_list=[h])[0] for a, k in cases]
+    finally:
+        d2s.disable_static()
+    model = checked(d2s.onnx.export_saved(tmp_path / "hand"))
+    assert {"If", "Loop"} <= {node.op_type for node in model.graph.node}
+    sess = session(model)
+    for (a, k), want in zip(cases, wanted):
+        np.testing.assert_allclose(sess.run(None, {"x": a, "n": k})[0], want, rtol=1e-5,
+                                   atol=1e-6)
