@@ -129,9 +129,10 @@ def _expected_refusal(case: Case, opset: int) -> str | None:
 
 
 # Variations of the op table's cases that the ONNX forms make worth checking: advanced
-# indices next to each other or apart (ONNX gathers them at once), NumPy's integer and
-# float division, ceil-mode and exclusive pooling, batch norm in eval mode, every pad
-# mode and resize mode, repeated scatter indices.
+# indices next to each other or apart (ONNX gathers them at once; an Ellipsis of no dims
+# parts them too), negative steps from before the start (ONNX would clamp to the
+# start), NumPy's integer and float division, ceil-mode and exclusive pooling, batch
+# norm in eval mode, every pad mode and resize mode, repeated scatter indices.
 _X = randn(3, 4, 5)
 
 
@@ -150,8 +151,17 @@ EXTRA = [
     _index("getitem", _X, (slice(None), [True, False, True, True]), name="bool-list"),
     _index("getitem", _X, (Ellipsis, slice(None, None, np.array(-2))), name="tensor-step"),
     _index("getitem", _X, (None, _X[:, :, 0] > 0), name="newaxis-and-2d-mask"),
+    _index("getitem", _X, (slice(-5, None, -1),), name="back-from-before-the-start"),
+    _index("getitem", _X, (slice(None), slice(np.array(-9), 1, np.array(-1))),
+           name="tensor-back-from-before-the-start"),
+    _index("getitem", _X, (slice(None), np.array([0, 2]), Ellipsis, -1),
+           name="array-and-int-parted-by-an-empty-ellipsis"),
     _index("setitem", _X, (slice(None), np.array([3, 1]), 2), value=randn(3, 2),
            name="array-and-int"),
+    _index("setitem", _X, (slice(None), 1, Ellipsis, np.array([4, 0])), value=randn(2, 3),
+           name="int-and-array-parted-by-an-empty-ellipsis"),
+    _index("setitem", _X, (slice(-4, None, -2),), value=randn(4, 5),
+           name="back-from-before-the-start"),
     _index("setitem", _X, _X > 0.5, value=randn(1), name="mask-vector"),
     _index("setitem", _X, (Ellipsis, slice(np.array(1), None, 2)), value=randn(4, 2),
            name="tensor-bound"),

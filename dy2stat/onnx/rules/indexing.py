@@ -16,9 +16,11 @@ _SLICE, _ARRAY = "slice", "array"
 
 
 def _normalized(g: Graph, x: str, rank: int, encoded, tensors, metas):
-    """(x with a new axis for each None, its rank, entries): each entry ("slice", start,
-    stop, step), ("int", value), ("array", int64 value, its rank) or a bool mask spelled
-    as the index arrays of its true elements; one entry per dim it indexes."""
+    """(x with a new axis for each None, its rank, entries, gaps): each entry ("slice",
+    start, stop, step), ("int", value), ("array", int64 value, its rank) or a bool mask
+    spelled as the index arrays of its true elements; one entry per dim it indexes.
+    ``gaps``: the entries that an Ellipsis of no dims comes before (it still parts
+    advanced indices, in NumPy)."""
     def consumed(item):
         if isinstance(item, int):
             return 1
@@ -34,15 +36,18 @@ def _normalized(g: Graph, x: str, rank: int, encoded, tensors, metas):
     items = []
     for item in encoded:
         if isinstance(item, list) and item[0] == "ellipsis":
-            items += [full] * (rank - sum(consumed(i) for i in encoded))
+            spans = rank - sum(consumed(i) for i in encoded)
+            items += [full] * spans if spans else [["gap"]]
         elif isinstance(item, list) and item[0] == "bool":
             raise Unsupported("an index that is a Python bool has no ONNX form")
         else:
             items.append(item)
-    entries = []
+    entries, gaps = [], set()
     for item in items:
         dim = len(entries)
-        if isinstance(item, int):
+        if isinstance(item, list) and item[0] == "gap":
+            gaps.add(dim)
+        elif isinstance(item, int):
             entries.append(("int", item))
         elif item[0] == "none":
             x = g.unsqueeze(x, [dim])
@@ -65,13 +70,14 @@ def _normalized(g: Graph, x: str, rank: int, encoded, tensors, metas):
             k = len(meta.shape)
             rows = g.split(coords, 0, k, [1] * k) if k > 1 else (coords,)
             entries += [(_ARRAY, g.squeeze(r, [0]), 1) for r in rows]
-    return x, rank + sum(1 for i in items if isinstance(i, list) and i[0] == "none"), entries
+    rank += sum(1 for i in items if isinstance(i, list) and i[0] == "none")
+    return x, rank, entries, gaps
 
 
 def select(g: Graph, x: str, rank: int, encoded, tensors, metas) -> str:
     """``x[index]`` for an encoded index (runtime/ops/indexing.py) whose tensors are the
     ONNX values ``tensors`` described by ``metas``."""
-    x, rank, entries = _normalized(g, x, rank, encoded, tensors, metas)
+    x, rank, entries, gaps = _normalized(g, x, rank, encoded, tensors, metas)
     x = _slices(g, x, entries, tensors, metas)
     advanced = [d for d, e in enumerate(entries) if e[0] == _ARRAY]
     ints = [d for d, e in enumerate(entries) if e[0] == "int"]
@@ -82,7 +88,7 @@ def select(g: Graph, x: str, rank: int, encoded, tensors, metas) -> str:
     if len(advanced) == 1 and not ints:
         _, value, _ = entries[advanced[0]]
         return g.op("Gather", x, value, axis=advanced[0])
-    return _gather_advanced(g, x, rank, entries, sorted(advanced + ints))
+    return _gather_advanced(g, x, rank, entries, sorted(advanced + ints), gaps)
 
 
 def _bound(g: Graph, value, tensors, metas):
@@ -102,6 +108,11 @@ def _default(g: Graph, step, step_value: str, forward: int, backward: int) -> st
     return g.ints([backward if step is not None and step < 0 else forward])
 
 
+def _may_be_negative(bound) -> bool:
+    """Whether a slice bound (None, an int, or a tensor's place) may be below 0."""
+    return isinstance(bound, list) or (bound is not None and bound < 0)
+
+
 def _slices(g: Graph, x: str, entries, tensors, metas) -> str:
     """One Slice node for every slice entry that is not ``:``."""
     starts, ends, steps, axes = [], [], [], []
@@ -110,10 +121,18 @@ def _slices(g: Graph, x: str, entries, tensors, metas) -> str:
             continue
         start, stop, step = entry[1:]
         step_value = _bound(g, 1 if step is None else step, tensors, metas)
-        starts.append(_default(g, step, step_value, 0, INT64_MAX) if start is None
-                      else _bound(g, start, tensors, metas))
-        ends.append(_default(g, step, step_value, INT64_MAX, INT64_MIN) if stop is None
-                    else _bound(g, stop, tensors, metas))
+        start_value = (_default(g, step, step_value, 0, INT64_MAX) if start is None
+                       else _bound(g, start, tensors, metas))
+        stop_value = (_default(g, step, step_value, INT64_MAX, INT64_MIN) if stop is None
+                      else _bound(g, stop, tensors, metas))
+        if _may_be_negative(start) and _may_be_negative(step):
+            # Stepping back from before the first element selects nothing in NumPy; ONNX
+            # would start at the first element: stop there instead.
+            before = g.op("And", g.op("Less", step_value, g.ints([0])),
+                          g.op("Less", g.op("Add", start_value, g.dim(x, d)), g.ints([0])))
+            stop_value = g.op("Where", before, g.ints([0]), stop_value)
+        starts.append(start_value)
+        ends.append(stop_value)
         steps.append(step_value)
         axes.append(d)
     if not axes:
@@ -121,7 +140,7 @@ def _slices(g: Graph, x: str, entries, tensors, metas) -> str:
     return g.slice(x, g.concat_dims(starts), g.concat_dims(ends), axes, g.concat_dims(steps))
 
 
-def _gather_advanced(g: Graph, x: str, rank: int, entries, dims) -> str:
+def _gather_advanced(g: Graph, x: str, rank: int, entries, dims, gaps) -> str:
     """Several advanced indices (ints among them): broadcast together, gathered at once
     (GatherND over the indexed dims moved first), their dims placed as NumPy does."""
     others = [d for d in range(rank) if d not in dims]
@@ -141,7 +160,8 @@ def _gather_advanced(g: Graph, x: str, rank: int, entries, dims) -> str:
     stacked = g.op("Concat", *[g.unsqueeze(g.op("Expand", v, common), [-1]) for v in values],
                    axis=-1)
     out = g.op("GatherND", moved, stacked)
-    contiguous = dims == list(range(dims[0], dims[-1] + 1))
+    contiguous = dims == list(range(dims[0], dims[-1] + 1)) and not any(
+        dims[0] < gap <= dims[-1] for gap in gaps)
     if not contiguous or dims[0] == 0:
         return out  # split up (or leading): the broadcast dims lead, as in NumPy
     nb, before = max(ranks), dims[0]  # next to each other: they stay in place
