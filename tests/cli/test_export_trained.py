@@ -103,6 +103,10 @@ MODEL = textwrap.dedent('''
 
 
     described = d2s.Model(Counted(), inputs=[InputSpec([-1, 4], "float32", "x")])
+
+
+    def converted_plain():
+        return d2s.jit.to_static(Plain(), input_spec=[InputSpec([-1, 4], "float32", "x")])
 ''')
 
 
@@ -194,9 +198,10 @@ def test_trained_weights_export_as_a_program_too(work, capsys, monkeypatch, targ
 
 @pytest.mark.parametrize("target, x", [
     ("model.py:doubled", np.ones((2, 4), "float32")),  # a converted function, its own spec
-    ("model.py:described", np.ones((3, 4), "float32"))])  # a d2s.Model: its inputs specs
-def test_own_specs_of_a_converted_function_and_of_a_model(work, capsys, monkeypatch, target,
-                                                          x):
+    ("model.py:described", np.ones((3, 4), "float32")),  # a d2s.Model: its inputs specs
+    ("model.py:converted_plain", np.ones((1, 4), "float32"))])  # to_static(layer, spec)
+def test_own_specs_of_a_converted_function_a_model_and_a_layer(work, capsys, monkeypatch,
+                                                              target, x):
     folder, _, _ = work
     monkeypatch.chdir(folder)
     status, _, err = run(capsys, "export", target, "-o", "own/m")
