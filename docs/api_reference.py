@@ -36,6 +36,7 @@ NAMESPACES = [
     ("dy2stat.optimizer.lr", None),
     ("dy2stat.regularizer", None),
     ("dy2stat.jit", None),
+    ("dy2stat.onnx", None),
     ("dy2stat.static", None),
     ("dy2stat.static.nn", None),
     ("dy2stat.io", None),

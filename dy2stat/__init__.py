@@ -1,6 +1,6 @@
 """dy2stat: write models eagerly; one decorator turns them into static programs."""
 
-from dy2stat import io, jit, metric, nn, optimizer, regularizer, static, vision
+from dy2stat import io, jit, metric, nn, onnx, optimizer, regularizer, static, vision
 from dy2stat import methods as _methods
 from dy2stat.array import array_length, array_read, array_write, create_array
 from dy2stat.autograd import enable_grad, grad, is_grad_enabled, no_grad

@@ -1,4 +1,4 @@
-"""The ``dy2stat`` command line: demo, transpile, export, inspect, run.
+"""The ``dy2stat`` command line: demo, transpile, export, convert, inspect, run.
 
 No command prints a traceback. Every failure is one line on stderr,
 ``dy2stat COMMAND: error: ...``, and the exit status says what failed: 2 for
@@ -28,6 +28,8 @@ import dy2stat
 from dy2stat import demo, picture, program_view
 from dy2stat.dy2static import convert, origin, parser, transformer
 from dy2stat.dy2static.errors import Dy2StaticError
+from dy2stat.hapi import checkpoint
+from dy2stat.jit import save_load
 from dy2stat.runtime import atomic, dtypes, serialize
 from dy2stat.runtime.quoting import printable
 from dy2stat.static import InputSpec
@@ -273,40 +275,177 @@ def _export(args) -> int:
     path, sep, object_name = args.target.rpartition(":")
     if not sep or not path or not object_name:
         raise UserError(f"{args.target!r}: expected MODEL.py:OBJECT")
-    specs = [parse_input_spec(s) for s in args.input_spec or []]
-    if not specs:
-        raise UserError("give at least one --input-spec NAME:DTYPE[DIMS]")
-    _check_output(f"{args.output}.json")
+    specs = [parse_input_spec(s) for s in args.input_spec or []] or None
+    if args.opset is not None and args.format != "onnx":
+        raise UserError("--opset applies to --format onnx only")
+    output = _export_output(args)
+    _check_output(output)
+    exporter = _onnx_exporter(args.opset) if args.format == "onnx" else None
     module = load_module(path)
     obj = getattr(module, object_name, None)
     if obj is None:
         raise UserError(f"{path}: no object named {object_name!r}")
     try:
-        model = _instantiate(obj, path, object_name)
-        dy2stat.jit.save(model, args.output, input_spec=specs)
+        model, own_specs = _instantiate(obj, path, object_name)
+        _load_trained_state(model, args)
+        program, feeds, fetches, params = _traced(model, specs or own_specs, path,
+                                                  object_name)
     except (UserError, KeyboardInterrupt):
         raise
     except Exception as exc:  # noqa: BLE001  (the model's own code failed)
         raise UserError(_in_user_code(exc, path, f"saving {object_name} failed")) from None
-    print(f"wrote {args.output}.json and {args.output}.safetensors")
+    _check_spec_dtypes(program, feeds, params, object_name)
+    if exporter is None:
+        save_load.write_program(args.output, program, feeds, fetches, params)
+        print(f"wrote {args.output}.json and {args.output}.safetensors")
+        return 0
+    try:
+        proto = exporter.to_onnx(program, feeds, fetches, params, args.opset)
+    except dy2stat.onnx.ExportError as exc:
+        text = str(exc)
+        if exc.filename and os.path.abspath(exc.filename) == os.path.abspath(path):
+            text = text.replace(exc.filename, path, 1)  # the model file as the user named it
+        raise UserError(text) from None
+    print(f"wrote {exporter.write(output, proto)}")
     return 0
 
 
+def _export_output(args) -> str:
+    """The file ``export`` writes last (the one to check before anything runs)."""
+    if args.format == "onnx":
+        return dy2stat.onnx.onnx_path(args.output)
+    return f"{args.output}.json"
+
+
+def _onnx_exporter(opset):
+    """The ONNX exporter, once the onnx package and the ``--opset`` are known good."""
+    try:
+        exporter = dy2stat.onnx.load_exporter()
+    except ImportError as exc:
+        raise UserError(str(exc)) from None
+    try:
+        exporter.opset_of(opset)
+    except ValueError as exc:
+        raise UserError(f"--opset: {str(exc).removeprefix('opset_version ')}") from None
+    return exporter
+
+
+def _traced(model, specs, path: str, object_name: str):
+    """The inference program of ``model`` (as jit.save saves it) for ``specs``, or for
+    the model's own input_spec when the command line gives none."""
+    try:
+        return save_load.inference_program(model, specs)
+    except RuntimeError as exc:
+        if specs is None and "has no input_spec" in str(exc):
+            raise UserError(f"{path}: {object_name} has no input_spec of its own: give "
+                            "--input-spec NAME:DTYPE[DIMS] for each input") from None
+        raise
+
+
+def _check_spec_dtypes(program, feeds, params, object_name: str) -> None:
+    """A float input must have the float dtype of the model's parameters: a float64 spec
+    for float32 weights would make a program that computes in float64."""
+    floats = {np.dtype(a.dtype) for a in params.values() if np.dtype(a.dtype) in dtypes.FLOATS}
+    block = program.global_block()
+    for name in feeds:
+        dtype = block.var(name).dtype
+        if dtype in dtypes.FLOATS and floats and dtype not in floats:
+            want = dtypes.names(floats)
+            shape = ",".join(str(d) for d in block.var(name).shape)
+            raise UserError(f"input {name!r} is {dtype} but {object_name}'s parameters are "
+                            f"{want}: give --input-spec \"{name}:{want.split(', ')[0]}"
+                            f"[{shape}]\"")
+
+
+def _load_trained_state(model, args) -> None:
+    """Load ``--params`` (a d2s.save'd state dict) or ``--checkpoint`` (Model.save's
+    prefix) into ``model``; every key must match, in shape and kind of dtype."""
+    if args.params is not None:
+        what = f"--params {args.params}"
+        if not os.path.isfile(args.params):
+            raise UserError(f"{what}: no such file")
+        try:
+            state = dy2stat.load(args.params, return_numpy=True)
+        except (ValueError, OSError) as exc:
+            raise UserError(f"{what}: not a file d2s.save wrote ({_describe(exc)})") from None
+    elif args.checkpoint is not None:
+        prefix = args.checkpoint.removesuffix(".pdparams")
+        what = f"--checkpoint {args.checkpoint}"
+        if not os.path.isfile(f"{prefix}.pdparams"):
+            raise UserError(f"{what}: no such checkpoint ({prefix}.pdparams does not exist)")
+        try:
+            state, _ = checkpoint.read(prefix, optimizer=False)
+        except (ValueError, OSError) as exc:
+            raise UserError(f"{what}: {_describe(exc)}") from None
+    else:
+        return
+    if not isinstance(model, dy2stat.nn.Layer):
+        raise UserError(f"{what}: {args.target} is a function, not a Layer: it has no "
+                        "parameters to load")
+    if not isinstance(state, dict) or not all(isinstance(v, np.ndarray) for v in state.values()):
+        held = (f"; this one holds the keys {_listed(list(state))}"
+                if isinstance(state, dict) and state else "")
+        raise UserError(f"{what}: not a state dict (a dict of tensors by parameter name, "
+                        f"as d2s.save(layer.state_dict(), FILE) writes{held})")
+    own = model.state_dict()
+    missing = [k for k in own if k not in state]
+    unexpected = [k for k in state if k not in own]
+    if missing or unexpected:
+        parts = ([f"missing {_listed(missing)}"] if missing else []) + (
+            [f"unexpected {_listed(unexpected)}"] if unexpected else [])
+        raise UserError(f"{what}: the keys do not match {type(model).__name__}'s state dict "
+                        f"({'; '.join(parts)})")
+    for key, target in own.items():
+        value = state[key]
+        if list(value.shape) != list(target.shape):
+            raise UserError(f"{what}: {key!r} has shape {list(value.shape)}, but the model "
+                            f"expects {list(target.shape)}")
+        if not np.can_cast(value.dtype, target.dtype, "same_kind"):
+            raise UserError(f"{what}: {key!r} is {value.dtype}, but the model expects "
+                            f"{target.dtype}")
+    model.set_state_dict(state)
+
+
+def _listed(keys: list) -> str:
+    shown = ", ".join(repr(k) for k in keys[:4])
+    return shown + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
+
+
 def _instantiate(obj, path, name):
-    """A Layer class (no required arguments), a factory function, or a Layer instance."""
-    if isinstance(obj, dy2stat.nn.Layer):
-        return obj
+    """``(model, its own input specs or None)`` from a Layer class (no required
+    arguments), a factory function, a Layer instance, a converted function, or a
+    ``d2s.Model`` (its network, and the specs of its ``inputs``)."""
+    if isinstance(obj, dy2stat.jit.StaticFunction):
+        return obj, None
     if isinstance(obj, type) and issubclass(obj, dy2stat.nn.Layer):
         try:
-            return obj()
+            obj = obj()
         except TypeError as exc:
             raise UserError(f"{path}: {name}() needs constructor arguments ({exc}); "
                             "export a factory function or an instance instead") from None
-    if callable(obj):
-        made = obj()
-        if isinstance(made, dy2stat.nn.Layer) or callable(made):
-            return made
+    elif callable(obj) and not isinstance(obj, (dy2stat.nn.Layer, dy2stat.Model)):
+        obj = obj()
+    if isinstance(obj, dy2stat.Model):
+        return obj.network, obj.input_spec
+    if isinstance(obj, dy2stat.nn.Layer) or callable(obj):
+        return obj, None
     raise UserError(f"{path}: {name} is not a Layer class, a factory function or a Layer")
+
+
+# --------------------------------------------------------------------- convert
+def _convert_saved(args) -> int:
+    prefix = _prefix(args.saved)
+    output = dy2stat.onnx.onnx_path(args.output or prefix)
+    _check_output(output)
+    exporter = _onnx_exporter(args.opset)
+    program, feeds, fetches, params = _load(prefix)
+    try:
+        proto = exporter.to_onnx(program, feeds, fetches, params, args.opset)
+    except dy2stat.onnx.ExportError as exc:
+        raise UserError(str(exc)) from None
+    exporter.write(output, proto)
+    print(f"wrote {output}")
+    return 0
 
 
 # --------------------------------------------------------------------- inspect
@@ -535,15 +674,41 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmd.set_defaults(run=_run)
 
     export_cmd = commands.add_parser(
-        "export", help="save a model as a program (like jit.save)",
+        "export", help="save a model as a program (like jit.save) or as ONNX",
         description="Import MODEL.py, take OBJECT (a Layer class with no required arguments, "
-                    "a factory function, or a Layer instance) and save it as jit.save does.")
+                    "a factory function, a Layer instance, or a d2s.Model) and save it as "
+                    "jit.save does (or as an ONNX model with --format onnx), with trained "
+                    "weights from --params or --checkpoint.")
     export_cmd.add_argument("target", metavar="MODEL.py:OBJECT")
     export_cmd.add_argument("--input-spec", action="append", metavar="NAME:DTYPE[DIMS]",
-                            help='an input, e.g. "x:float32[-1,784]" (repeat for several)')
+                            help='an input, e.g. "x:float32[-1,784]" (repeat for several; '
+                                 "default: the model's own input_spec)")
     export_cmd.add_argument("-o", "--output", required=True, metavar="PATH",
-                            help="path prefix: writes PATH.json and PATH.safetensors")
+                            help="path prefix: writes PATH.json and PATH.safetensors "
+                                 "(--format onnx: PATH.onnx, or PATH when it ends in .onnx)")
+    export_cmd.add_argument("--format", choices=["dy2stat", "onnx"], default="dy2stat",
+                            help="dy2stat: the saved program (default); onnx: an ONNX model")
+    export_cmd.add_argument("--opset", type=int, metavar="N",
+                            help="the ONNX opset (--format onnx; default 17)")
+    weights = export_cmd.add_mutually_exclusive_group()
+    weights.add_argument("--params", metavar="FILE",
+                         help="trained weights: a state dict saved with d2s.save")
+    weights.add_argument("--checkpoint", metavar="PREFIX",
+                         help="trained weights: a checkpoint saved with Model.save(PREFIX)")
     export_cmd.set_defaults(run=_export)
+
+    convert_cmd = commands.add_parser(
+        "convert", help="convert a saved program to ONNX",
+        description="Convert a program saved by jit.save (or dy2stat export) to an ONNX "
+                    "model; the model's source is not needed.")
+    convert_cmd.add_argument("saved", metavar="SAVED",
+                             help="the path prefix given to jit.save (no .json)")
+    convert_cmd.add_argument("--to", required=True, choices=["onnx"], help="the format")
+    convert_cmd.add_argument("-o", "--output", metavar="OUT.onnx",
+                             help="the file to write (default: SAVED.onnx)")
+    convert_cmd.add_argument("--opset", type=int, metavar="N",
+                             help="the ONNX opset (default 17)")
+    convert_cmd.set_defaults(run=_convert_saved)
 
     return parser
 

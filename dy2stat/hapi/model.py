@@ -102,6 +102,12 @@ class Model:
         return _StaticAdapter(self) if _wants_static(self.network) else _DynamicAdapter(self)
 
     @property
+    def input_spec(self) -> list | None:
+        """The ``inputs`` specs as a list (None when not given): what ``save`` and
+        ``dy2stat export`` trace the network for."""
+        return None if self._inputs is None else list(self._inputs)
+
+    @property
     def static(self) -> bool:
         """Whether this Model runs static programs (mode 3)."""
         return isinstance(self._adapter, _StaticAdapter)

@@ -65,6 +65,13 @@ def save(layer_or_function, path: str, input_spec=None, output_spec=None) -> Non
     is an output's position in the flattened outputs, its variable name, or a Variable
     of ``concrete_program.outputs``.
     """
+    write_program(path, *inference_program(layer_or_function, input_spec, output_spec))
+
+
+def inference_program(layer_or_function, input_spec=None, output_spec=None):
+    """``(program, feed_names, fetch_names, params)``: what ``save`` writes (the program
+    traced in eval mode for ``input_spec``, a Layer's forward hooks included, pruned to
+    the outputs; ``params``: name -> array). ONNX export writes the same program."""
     function = static_function_of(layer_or_function, input_spec)
     layer = layer_or_function if isinstance(layer_or_function, Layer) else None
     if layer is not None:
@@ -78,7 +85,10 @@ def save(layer_or_function, path: str, input_spec=None, output_spec=None) -> Non
         if layer is not None and was_training:
             layer.train()
     fetches = _chosen_outputs(concrete.fetch_names, output_spec)
-    write(path, concrete.main_program, concrete.feed_names, fetches, concrete.runner.captured)
+    program = prune.prune(concrete.main_program, concrete.feed_names, fetches)
+    params = {var.name: to_host(concrete.runner.captured[var.name]._data)
+              for var in program.persistables()}
+    return program, list(concrete.feed_names), fetches, params
 
 
 def _chosen_outputs(fetch_names: list, output_spec) -> list:
@@ -107,10 +117,16 @@ def write(path: str, program, feed_names, fetch_names, captured: dict) -> None:
     (all or nothing: see ``serialize.save_model``)."""
     pruned = prune.prune(program, feed_names, fetch_names)
     params = {var.name: to_host(captured[var.name]._data) for var in pruned.persistables()}
+    write_program(path, pruned, feed_names, fetch_names, params)
+
+
+def write_program(path: str, program, feed_names, fetch_names, params: dict) -> None:
+    """Save a pruned ``program`` and its ``params`` (name -> array) at the prefix ``path``,
+    making its folder."""
     directory = os.path.dirname(path)
     if directory:
         os.makedirs(directory, exist_ok=True)
-    serialize.save_model(path, pruned, feed_names, fetch_names, params)
+    serialize.save_model(path, program, feed_names, fetch_names, params)
 
 
 class TranslatedLayer(Layer):

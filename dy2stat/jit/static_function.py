@@ -322,7 +322,12 @@ class StaticFunction:
 
     def _trace_from_specs(self, specs) -> ConcreteProgram:
         examples = [arguments.example_value(s) for s in specs]
-        bound = self._bind(tuple(examples), {})
+        try:
+            bound = self._bind(tuple(examples), {})
+        except TypeError as exc:  # more or fewer specs than the function has inputs
+            names = ", ".join(self._signature.names)
+            raise TypeError(f"{self.__name__}({names}): input_spec gives {len(specs)} "
+                            f"input{'s' * (len(specs) != 1)}: {exc}") from None
         return self._concrete_for(bound, self._signature.per_parameter(specs))
 
     def _concrete_for(self, bound, specs) -> ConcreteProgram:

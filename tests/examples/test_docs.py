@@ -27,11 +27,18 @@ def python_blocks(path: Path) -> list[str]:
 @pytest.mark.parametrize("name", ["getting-started.md", "debugging.md", "deploying.md",
                                   "layers.md"])
 def test_doc_code_runs_in_order(tmp_path, name):
+    if name == "deploying.md":  # its ONNX section runs the export in ONNX Runtime
+        pytest.importorskip("onnxruntime")
     script = tmp_path / "doc.py"
     script.write_text("\n".join(python_blocks(DOCS / name)))
     result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_deploying_md_runs_an_onnx_export():
+    code = "\n".join(python_blocks(DOCS / "deploying.md"))
+    assert "d2s.onnx.export(" in code and "ort.InferenceSession(" in code
 
 
 def test_generated_code_in_conversion_md_is_what_the_converter_writes(tmp_path):

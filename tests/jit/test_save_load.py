@@ -241,3 +241,15 @@ def test_output_spec_keeps_only_the_chosen_outputs(tmp_path):
         jit.save(two, path, output_spec=[2])
     with pytest.raises(ValueError, match="not an output"):
         jit.save(two, path, output_spec=["nothing"])
+
+
+@pytest.mark.parametrize("count, problem", [(3, "too many positional arguments"),
+                                            (1, "missing a required argument: 'y'")])
+def test_an_input_spec_of_the_wrong_length_names_the_inputs(tmp_path, count, problem):
+    def added(x, y):
+        return x + y
+
+    specs = [InputSpec([3], "float32", f"in{i}") for i in range(count)]
+    with pytest.raises(TypeError, match=rf"added\(x, y\): input_spec gives {count} inputs?: "
+                                        rf"{problem}"):
+        jit.save(added, str(tmp_path / "m"), input_spec=specs)
