@@ -23,6 +23,8 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
+import numpy
+
 from dy2stat.kernels.fusion_cuda import (
     C_EXPR,
     FusedKernel,
@@ -209,7 +211,20 @@ def evaluate(xp, expr, inputs):
     return code.run(*inputs)
 
 
-_RUNNERS = {"numpy": evaluate, "cupy": launch}
+def _reference(e: Expr):
+    """What a fused kernel computes, over its own arguments (inputs, out, ...), in NumPy."""
+
+    def reference(*args):
+        numpy.copyto(args[e.arity], evaluate(numpy, e, list(args[:e.arity])))
+
+    return reference
+
+
+def _launch(xp, expr, inputs):
+    return launch(xp, expr, inputs, reference=_reference)
+
+
+_RUNNERS = {"numpy": evaluate, "cupy": _launch}
 
 
 def run(xp, expr, inputs):
