@@ -25,14 +25,8 @@ from typing import NamedTuple
 
 import numpy
 
-from dy2stat.kernels.fusion_cuda import (
-    C_EXPR,
-    FusedKernel,
-    cached_kernels,
-    cuda_source,
-    get_kernel,
-    launch,
-)
+from dy2stat.kernels import fusion_cuda
+from dy2stat.kernels.fusion_cuda import C_EXPR, FusedKernel, cached_kernels, cuda_source, get_kernel
 from dy2stat.kernels.fusion_expr import OPS, Expr, broadcast_shapes, check_arity, parse
 
 __all__ = [
@@ -220,11 +214,12 @@ def _reference(e: Expr):
     return reference
 
 
-def _launch(xp, expr, inputs):
-    return launch(xp, expr, inputs, reference=_reference)
+def launch(xp, expr, inputs):
+    """The expr over CuPy arrays as one generated CUDA kernel (``fusion_cuda.launch``)."""
+    return fusion_cuda.launch(xp, expr, inputs, reference=_reference)
 
 
-_RUNNERS = {"numpy": evaluate, "cupy": _launch}
+_RUNNERS = {"numpy": evaluate, "cupy": launch}
 
 
 def run(xp, expr, inputs):

@@ -32,7 +32,8 @@ import numpy
 from dy2stat.kernels import cuda_kernels
 from dy2stat.kernels.fusion_expr import Step, broadcast_shapes, check_arity, check_types, parse
 
-__all__ = ["C_EXPR", "FusedKernel", "cached_kernels", "cuda_source", "get_kernel", "launch"]
+__all__ = ["C_EXPR", "FusedKernel", "c_expression", "c_type", "cached_kernels", "cuda_source",
+           "get_kernel", "helpers_for", "launch", "literal"]
 
 _CTYPES = {
     "bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
@@ -222,6 +223,34 @@ def _c_expr(step: Step, operands: list[str], dtypes: list[numpy.dtype]) -> str:
     return string.Template(text).substitute(subs)
 
 
+def c_expression(op: str, operands: list[str], dtypes, dtype, attrs: dict) -> str:
+    """The C expression of one elementwise ``op`` over the C expressions ``operands``
+    (of ``dtypes``), giving ``dtype`` (what a fused kernel computes per element; the
+    loops lowered to CUDA use it too). ``attrs`` are the op's, defaults filled in."""
+    step = Step(op, (), dict(attrs), numpy.dtype(dtype))
+    return _c_expr(step, list(operands), [numpy.dtype(d) for d in dtypes])
+
+
+def c_type(dtype) -> str:
+    """The C type of ``dtype`` (KeyError: no C form, e.g. float16)."""
+    return _CTYPES[numpy.dtype(dtype).name]
+
+
+def literal(value, dtype) -> str:
+    """A C literal of ``dtype`` holding ``value`` as NumPy converts it."""
+    return _literal(value, numpy.dtype(dtype))
+
+
+def helpers_for(code: str) -> str:
+    """The device helpers (``fe_max_float`` ...) that ``code`` calls, defined."""
+    used = sorted({m.group(1, 2) for m in _HELPER_USE.finditer(code)})
+    ctype_of = {t.replace(" ", "_"): t for t in _CTYPES.values()}
+    return "\n".join(
+        string.Template(_HELPERS[h]).substitute(
+            T=ctype_of[n], N=n, f="f" if ctype_of[n] == "float" else "")
+        for h, n in used)
+
+
 def _signature(dtypes, ndims, dense) -> tuple:
     n = len(dtypes)
     dtypes = tuple(numpy.dtype(d).name for d in dtypes)
@@ -276,16 +305,10 @@ def cuda_source(expr, dtypes, ndims, dense=None) -> str:
         body.append(f"    const {_CTYPES[step.dtype.name]} v{slot} = "
                     f"({_CTYPES[step.dtype.name]})({text});")
         names.append(f"v{slot}")
-    used = sorted({m.group(1, 2) for m in _HELPER_USE.finditer("\n".join(body))})
-    ctype_of = {t.replace(" ", "_"): t for t in _CTYPES.values()}
-    helpers = [
-        string.Template(_HELPERS[h]).substitute(
-            T=ctype_of[n], N=n, f="f" if ctype_of[n] == "float" else "")
-        for h, n in used
-    ]
+    helpers = helpers_for("\n".join(body))
     digest = hashlib.sha1(repr((e.key, dtypes, ndims, dense)).encode()).hexdigest()[:16]
     return _KERNEL.substitute(
-        ops=", ".join(s.op for s in e.steps), helpers="\n".join(helpers),
+        ops=", ".join(s.op for s in e.steps), helpers=helpers,
         name=f"fused_{digest}", params=",\n    ".join(params), body="\n".join(body),
         result=names[-1],
     )

@@ -236,7 +236,8 @@ class pygraph:  # noqa: N801
         for op, inputs, params, out in self.nodes:
             calls.append((op, self.policy.name, self.deterministic))
             fake_cupy._call(f"cudnn {op}", _compute(op, params),
-                            (*[arrays[t] for t in inputs], arrays[out]), {})
+                            (*[arrays[t] for t in inputs], arrays[out]), {},
+                            writes=[arrays[out]])
 
 
 def _contiguous(dim):

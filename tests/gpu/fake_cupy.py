@@ -21,7 +21,10 @@ arrays; what CuPy 14.2 refuses, they refuse:
   working on another stream raises, as CUDA does;
 - ``RawKernel(source, name)`` runs the kernel's NumPy reference, which dy2stat
   registers with each kernel it generates (``dy2stat.kernels.cuda_kernels``);
-  ``compile()`` checks the name is one dy2stat made. ``D2S_FAKE_NVCC=1`` also
+  ``compile()`` checks the name is one dy2stat made. Inside ``running_sources()``
+  it runs the CUDA source itself instead: compiled as C++ by g++ with a few
+  lines standing in for CUDA's built-ins (one block of one thread: a grid-stride
+  loop covers every element, a barrier is a no-op). ``D2S_FAKE_NVCC=1`` also
   compiles every kernel's source with ``nvcc`` for sm_90.
 
 It checks dy2stat's device plumbing, not CuPy or CUDA: run the ``gpu`` tests on
@@ -34,6 +37,7 @@ a real GPU for that. ``tests/gpu/fake_cudnn.py`` is the cuDNN frontend's double.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import math
 import operator
@@ -66,6 +70,10 @@ class _State:
     allocators: list = []  # using_allocator's, innermost last
     transfers = 0  # device-to-host reads (tests count them)
     launches = 0  # kernels run (every op, and each replayed op)
+    run_sources = False  # RawKernels run their CUDA source on the host (running_sources)
+    log = None  # a list: the name of every op run is appended (counting(log=True))
+    made: list = []  # arrays allocated while capturing (their values are undefined after)
+    saved: dict = {}  # id -> (array, its values before the capture wrote it)
 
 
 S = _State()
@@ -150,6 +158,8 @@ class ndarray:  # noqa: N801  (CuPy's name)
                             "object, string or datetime arrays)")
         self._a, self._dev = a, S.device
         self._mem = [alloc(a.nbytes) for alloc in S.allocators[-1:]]
+        if S.capturing is not None:
+            S.made.append(self)
 
     # CuPy refuses every implicit trip to the host
     def __array__(self, dtype=None, copy=None):
@@ -357,19 +367,43 @@ def _check_stream(name) -> None:
 
 def _record(fn, args, kwargs, result) -> None:
     S.launches += 1
+    if S.log is not None:
+        S.log.append(getattr(fn, "__name__", repr(fn)))
     if S.tape is not None:
         S.tape.append((fn, args, kwargs, result))
 
 
-def _call(name, fn, args, kwargs, host_ok=False):
-    """Run ``fn`` on the arrays' NumPy buffers; record it while a stream captures."""
+def _call(name, fn, args, kwargs, host_ok=False, writes=None):
+    """Run ``fn`` on the arrays' NumPy buffers; record it while a stream captures.
+
+    ``writes`` are the arrays ``fn`` may write (default: ``out``, or the first argument
+    of an in-place function): while capturing, their values are saved first and put
+    back when the capture ends, since a captured op does not run (it runs at launch)."""
     if not host_ok:
         _refuse_host(name, (args, kwargs))
     _check_device(name, args, kwargs)
     _check_stream(name)
+    if S.capturing is not None:
+        if writes is None:
+            writes = list(_arrays(kwargs.get("out"))) if "out" in kwargs else (
+                list(_arrays(args[:1])) if name in _IN_PLACE else [])
+        for a in writes:
+            if id(a) not in S.saved and not any(a is m for m in S.made):
+                S.saved[id(a)] = (a, a._a.copy())
     result = _wrap(fn(*_unwrap(args), **_unwrap(kwargs)))
-    _record(fn, args, kwargs, result)
+    if not _is_view(result, args, kwargs):  # a view is no kernel (and needs no replay)
+        _record(fn, args, kwargs, result)
     return result
+
+
+_IN_PLACE = frozenset({"setitem", "copyto", "scatter_add", "put", "place", "putmask",
+                       "fill_diagonal", "fill", "sort"})
+
+
+def _is_view(result, args, kwargs) -> bool:
+    if not isinstance(result, ndarray) or "out" in kwargs or result._a.base is None:
+        return False
+    return any(np.shares_memory(result._a, a._a) for a in _arrays(args))
 
 
 def _store(result, value) -> None:
@@ -419,7 +453,7 @@ class ufunc:  # noqa: N801  (CuPy's name)
 
     def at(self, a, indices, b=None):
         args = (a, indices) if b is None else (a, indices, b)
-        _call(f"{self.name}.at", self._u.at, args, {})
+        _call(f"{self.name}.at", self._u.at, args, {}, writes=[a])
 
     def outer(self, a, b, **kwargs):
         self._check((a, b), kwargs)
@@ -652,7 +686,13 @@ class Stream:
             raise CUDARuntimeError("cudaErrorIllegalState: this stream does not capture "
                                    "(fake cupy)")
         graph = Graph(S.tape, S.device)
+        for array, values in S.saved.values():  # captured writes did not happen
+            array._a[...] = values
+        for array in S.made:  # new memory holds no values before a launch
+            if array._a.base is None:
+                _poison(array._a)
         S.capturing = S.tape = None
+        S.made, S.saved = [], {}
         return graph
 
     def is_capturing(self):
@@ -660,6 +700,13 @@ class Stream:
 
 
 Stream.null = Stream(null=True)
+
+
+def _poison(a) -> None:
+    if a.dtype.kind == "f":
+        a[...] = np.nan
+    elif a.dtype.kind in "iu":
+        a[...] = np.iinfo(a.dtype).max
 
 
 class Graph:
@@ -681,6 +728,8 @@ class Graph:
         if S.device != self._device:
             raise ValueError("fake cupy: a graph launched on another device")
         S.launches += 1
+        if S.log is not None:
+            S.log.append(f"graph of {len(self._tape)} ops")
         for fn, args, kwargs, result in self._tape:
             _store(result, fn(*_unwrap(args), **_unwrap(kwargs)))
 
@@ -761,7 +810,69 @@ class RawKernel:
             if not isinstance(a, (ndarray, np.generic)):
                 raise TypeError(f"fake cupy RawKernel {self.name}: argument of type "
                                 f"{type(a).__name__} (pass device arrays and NumPy scalars)")
-        _call(self.name, kernel.reference, args, {})
+        run = _host_function(self.code, self.name) if S.run_sources else kernel.reference
+        _call(self.name, run, args, {}, writes=list(_arrays(args)))
+
+
+_HOST_SHIM = r"""
+#include <math.h>
+#include <string.h>
+struct fe_dim3 { unsigned x, y, z; };
+static const fe_dim3 blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0};
+static const fe_dim3 blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+#define __restrict__
+static inline void __syncthreads() {}
+static inline float __int_as_float(unsigned v) { float f; memcpy(&f, &v, 4); return f; }
+static inline double __longlong_as_double(long long v) { double d; memcpy(&d, &v, 8); return d; }
+"""
+_HOST_LIBRARIES: dict = {}
+_C_SCALARS = {"b": ctypes.c_bool, "i1": ctypes.c_int8, "u1": ctypes.c_uint8,
+              "i2": ctypes.c_int16, "i4": ctypes.c_int32, "i8": ctypes.c_longlong,
+              "f4": ctypes.c_float, "f8": ctypes.c_double}
+
+
+def _host_function(source: str, name: str):
+    """``name`` of ``source`` compiled for the host (one thread): a function of NumPy
+    arrays and scalars, as the kernel's arguments."""
+    fn = _HOST_LIBRARIES.get(source)
+    if fn is None:
+        folder = tempfile.mkdtemp(prefix="fake-cupy-kernel-")
+        src, lib = os.path.join(folder, "k.cpp"), os.path.join(folder, "k.so")
+        with open(src, "w") as f:
+            f.write(_HOST_SHIM + source)
+        result = subprocess.run(["g++", "-O1", "-w", "-shared", "-fPIC", "-o", lib, src],
+                                capture_output=True, text=True, timeout=120)
+        if result.returncode:
+            raise RuntimeError(f"g++ failed on kernel {name}:\n{result.stderr[-3000:]}")
+        fn = getattr(ctypes.CDLL(lib), name)
+        fn.restype = None
+        _HOST_LIBRARIES[source] = fn
+
+    def run(*args):
+        c_args = []
+        for a in args:
+            if isinstance(a, np.ndarray):
+                c_args.append(ctypes.c_void_p(a.ctypes.data))
+            else:
+                kind = "b" if a.dtype.kind == "b" else f"{a.dtype.kind}{a.dtype.itemsize}"
+                c_args.append(_C_SCALARS[kind](a.item()))
+        fn(*c_args)
+
+    return run
+
+
+@contextlib.contextmanager
+def running_sources():
+    """Run every RawKernel's CUDA source (compiled for the host by g++) in the block."""
+    S.run_sources = True
+    try:
+        yield
+    finally:
+        S.run_sources = False
 
 
 def nvcc_compile(source: str, arch: str = "sm_90") -> None:
@@ -850,13 +961,16 @@ def install(cudnn: bool = False, gpus: int = 2) -> None:
 
 @contextlib.contextmanager
 def counting():
-    """Counts device-to-host reads and kernel launches inside the block:
-    ``with counting() as n: ...; n.transfers, n.launches``."""
+    """Counts device-to-host reads and kernel launches inside the block (a replayed graph
+    is one launch): ``with counting() as n: ...; n.transfers, n.launches, n.ops``
+    (``ops``: the name of each launch)."""
     start = types.SimpleNamespace(transfers=S.transfers, launches=S.launches)
-    result = types.SimpleNamespace(transfers=0, launches=0)
+    result = types.SimpleNamespace(transfers=0, launches=0, ops=[])
+    outer, S.log = S.log, result.ops
     try:
         yield result
     finally:
+        S.log = outer
         result.transfers = S.transfers - start.transfers
         result.launches = S.launches - start.launches
 
