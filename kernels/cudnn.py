@@ -65,9 +65,10 @@ def _cudnn():
             try:
                 import cudnn as module  # optional: the gpu extra installs it
 
+                module.backend_version()  # raises when no cuDNN library loaded
                 _frontend["module"] = module
             except Exception as exc:  # not installed, or no cuDNN library to load
-                _frontend["why"] = (f"the cuDNN frontend does not import "
+                _frontend["why"] = (f"the cuDNN frontend or library does not load "
                                     f"({type(exc).__name__}: {exc}); pip install "
                                     "nvidia-cudnn-frontend nvidia-cudnn-cu13")
     return _frontend["module"]
@@ -85,10 +86,7 @@ def status() -> str:
         return f"generic (im2col and one batched product): {_frontend['why']}"
     if not settings.enabled:
         return "generic (im2col and one batched product): the use_cudnn flag is off"
-    try:
-        library = module.backend_version_string()
-    except Exception:  # noqa: BLE001 - the version is information only
-        library = "unknown"
+    library = module.backend_version_string()
     search = "exhaustive search" if settings.exhaustive_search else "heuristics"
     return f"cuDNN frontend {module.__version__} (cuDNN {library}), plans by {search}"
 

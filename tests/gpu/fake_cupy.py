@@ -401,9 +401,13 @@ _IN_PLACE = frozenset({"setitem", "copyto", "scatter_add", "put", "place", "putm
 
 
 def _is_view(result, args, kwargs) -> bool:
-    if not isinstance(result, ndarray) or "out" in kwargs or result._a.base is None:
+    if not isinstance(result, ndarray) or "out" in kwargs:
         return False
-    return any(np.shares_memory(result._a, a._a) for a in _arrays(args))
+    inputs = list(_arrays(args))
+    if any(result._a is a._a for a in inputs):
+        return True
+    return result._a.base is not None and any(np.shares_memory(result._a, a._a)
+                                              for a in inputs)
 
 
 def _store(result, value) -> None:
@@ -558,7 +562,13 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *, blocki
 
 def _function(name):
     fn = getattr(np, name)
+    if name in _NO_KERNEL:
+        return functools.wraps(fn)(lambda *args, **kwargs: _new(fn(*_unwrap(args),
+                                                                     **_unwrap(kwargs))))
     return functools.wraps(fn)(lambda *args, **kwargs: _call(name, fn, args, kwargs))
+
+
+_NO_KERNEL = frozenset({"empty", "empty_like"})  # memory only: nothing runs on the device
 
 
 _FUNCTIONS: dict = {"asarray": asarray, "array": array, "asanyarray": asarray,
