@@ -174,10 +174,9 @@ class ndarray:  # noqa: N801  (CuPy's name)
             *inputs, **kwargs)
 
     def __array_function__(self, func, types_, args, kwargs):
-        fn = _FUNCTIONS.get(func.__name__)
-        if fn is None:
+        if func.__name__ not in API.CUPY:  # CuPy has no such function: NumPy's TypeError
             return NotImplemented
-        return fn(*args, **kwargs)
+        return _module_attr(func.__name__)(*args, **kwargs)
 
     # attributes that are plain data
     shape = property(lambda self: self._a.shape)
