@@ -13,8 +13,8 @@ arrays; what CuPy 14.2 refuses, they refuse:
   ``Generator.normal``, ``ndarray.__index__`` ...: the lists in ``cupy14_api``);
 - an array lives on one of ``gpus`` devices (2 by default): an op whose arrays
   live elsewhere than the current device raises, as CuPy's kernel launch does;
-- reductions give 0-d arrays, never NumPy scalars; object and string dtypes
-  are refused;
+- reductions give 0-d arrays, never NumPy scalars; object, string, datetime
+  and long double dtypes are refused;
 - stream capture records every op and ``Graph.launch`` replays them into the
   same buffers (what a CUDA graph does); while a stream captures, reading a
   value on the host, copying host data in, drawing random numbers, or
@@ -55,6 +55,12 @@ from tests.gpu import cupy14_api as API
 __version__ = API.VERSION + "+fake"
 
 _REFUSED_KINDS = frozenset("OUSMmV")
+
+
+def _refused(dtype) -> bool:
+    """Dtypes CuPy has no arrays of: objects, strings, datetimes, structs, long doubles."""
+    return dtype.kind in _REFUSED_KINDS or (dtype.kind == "f" and dtype.itemsize > 8) or (
+        dtype.kind == "c" and dtype.itemsize > 16)
 
 
 class CUDARuntimeError(RuntimeError):
@@ -153,9 +159,9 @@ class ndarray:  # noqa: N801  (CuPy's name)
 
     def __init__(self, shape, dtype=float, *, _array=None):
         a = np.empty(shape, dtype) if _array is None else _array
-        if a.dtype.kind in _REFUSED_KINDS:
+        if _refused(a.dtype):
             raise TypeError(f"fake cupy: dtype {a.dtype} is not supported (CuPy has no "
-                            "object, string or datetime arrays)")
+                            "object, string, datetime or long double arrays)")
         self._a, self._dev = a, S.device
         self._mem = [alloc(a.nbytes) for alloc in S.allocators[-1:]]
         if S.capturing is not None:
@@ -389,7 +395,8 @@ def _call(name, fn, args, kwargs, host_ok=False, writes=None):
         for a in writes:
             if id(a) not in S.saved and not any(a is m for m in S.made):
                 S.saved[id(a)] = (a, a._a.copy())
-    result = _wrap(fn(*_unwrap(args), **_unwrap(kwargs)))
+    with np.errstate(all="ignore"):  # a GPU computes inf and nan without a warning
+        result = _wrap(fn(*_unwrap(args), **_unwrap(kwargs)))
     if not _is_view(result, args, kwargs):  # a view is no kernel (and needs no replay)
         _record(fn, args, kwargs, result)
     return result
@@ -554,7 +561,7 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *, blocki
     if S.capturing is not None:
         raise _capture_error("copying host data to the device")
     host = np.array(obj, dtype=dtype, order=order, ndmin=ndmin, copy=True)
-    if host.dtype.kind in _REFUSED_KINDS:
+    if _refused(host.dtype):
         raise ValueError(f"Unsupported dtype {host.dtype} (fake cupy array)")
     return _new(host)
 
@@ -591,6 +598,37 @@ def _module_attr(name):
         return obj
     _FUNCTIONS[name] = _function(name)
     return _FUNCTIONS[name]
+
+
+class broadcast:  # noqa: N801  (CuPy's name)
+    """The broadcast of device arrays: its shape, size and rank (no host conversion)."""
+
+    def __init__(self, *arrays):
+        _refuse_host("broadcast", arrays)
+        self.shape = np.broadcast_shapes(*(np.shape(_base(a)) for a in arrays))
+        self.size, self.nd = math.prod(self.shape), len(self.shape)
+
+
+_FUNCTIONS["broadcast"] = broadcast
+
+
+def copyto(dst, src, casting="same_kind", where=True):
+    """CuPy's copy kernel reads and writes in no set order: a source that overlaps the
+    destination other than element for element gives undefined results (refused here)."""
+    if isinstance(src, ndarray) and isinstance(dst, ndarray) and src._a is not dst._a:
+        a, b = dst._a, np.broadcast_to(src._a, dst.shape)
+        same = (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+                and a.strides == b.strides)
+        if not same and np.shares_memory(a, src._a):
+            raise ValueError("fake cupy copyto: the source overlaps the destination (CuPy "
+                             "gives undefined results); copy the source first")
+    _call("copyto", np.copyto, (dst, src), {"casting": casting, "where": where},
+          writes=[dst])
+
+
+_FUNCTIONS["copyto"] = copyto
+_FUNCTIONS["may_share_memory"] = lambda a, b, max_work=None: np.may_share_memory(
+    _base(a), _base(b))  # pointers compared on the host: no kernel
 
 
 def _as_strided(x, shape=None, strides=None):
@@ -739,8 +777,9 @@ class Graph:
         S.launches += 1
         if S.log is not None:
             S.log.append(f"graph of {len(self._tape)} ops")
-        for fn, args, kwargs, result in self._tape:
-            _store(result, fn(*_unwrap(args), **_unwrap(kwargs)))
+        with np.errstate(all="ignore"):
+            for fn, args, kwargs, result in self._tape:
+                _store(result, fn(*_unwrap(args), **_unwrap(kwargs)))
 
 
 def get_current_stream(device_id=None):

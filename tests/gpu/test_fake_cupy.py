@@ -30,6 +30,9 @@ def test_a_device_array_never_becomes_a_host_array_implicitly():
         range(cp.asarray(3))  # no __index__
     with pytest.raises(ValueError, match="Unsupported dtype"):
         cp.asarray(["a", "b"])
+    with pytest.raises(ValueError, match="Unsupported dtype"):
+        cp.asarray(np.ones(2, np.longdouble))
+    assert (a + np.float64(1)).dtype == np.float64 and (a.astype("float32") * 2).dtype == "f4"
 
 
 def test_names_cupy_14_lacks_are_missing():
