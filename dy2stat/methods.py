@@ -162,8 +162,9 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
     if op is not None and method == "__call__" and not kwargs and all(
             _is_value(x) or isinstance(x, (np.generic, int, float, bool)) for x in inputs):
         return apply(op, *inputs)
-    if any(getattr(x, "is_static", False) for x in inputs):
-        return NotImplemented
+    for x in inputs:
+        if getattr(x, "is_static", False):  # NumPy cannot compute it: the error says so
+            return x.__array_function__(ufunc, (), inputs, kwargs)
     host = [x.__array__() if isinstance(x, Tensor) else x for x in inputs]
     return getattr(ufunc, method)(*host, **kwargs)
 
