@@ -103,6 +103,48 @@ def test_optimizer_state_round_trips_on_the_gpu(gpu):
             np.testing.assert_array_equal(value.numpy(), state[key].numpy())
 
 
+OPTIMIZERS = {
+    "SGD": lambda ps: optimizer.SGD(0.1, parameters=ps, weight_decay=0.01),
+    "Momentum": lambda ps: optimizer.Momentum(0.1, parameters=ps, use_nesterov=True,
+                                              grad_clip=optimizer.ClipGradByNorm(0.5)),
+    "Adam": lambda ps: optimizer.Adam(0.05, parameters=ps,
+                                      grad_clip=optimizer.ClipGradByGlobalNorm(0.5)),
+    "AdamW": lambda ps: optimizer.AdamW(0.05, parameters=ps,
+                                        grad_clip=optimizer.ClipGradByValue(0.2)),
+    "RMSProp": lambda ps: optimizer.RMSProp(0.05, parameters=ps, momentum=0.5, centered=True),
+    "Adagrad": lambda ps: optimizer.Adagrad(0.1, parameters=ps),
+    "Adamax": lambda ps: optimizer.Adamax(0.05, parameters=ps),
+    "Lamb": lambda ps: optimizer.Lamb(0.05, parameters=ps),
+    "Adam, ReduceOnPlateau": lambda ps: optimizer.Adam(
+        optimizer.lr.ReduceOnPlateau(0.05, patience=0, factor=0.5), parameters=ps),
+}
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_every_optimizer_trains_on_the_gpu_as_on_the_cpu(gpu, name):
+    """Updates, gradient clipping and a schedule fed the device loss: the CPU's numbers."""
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((8, 3)).astype("float32"), rng.standard_normal((8, 2))
+    runs = []
+    for place in ("cpu", "gpu"):
+        d2s.set_device(place)
+        d2s.seed(0)
+        net = nn.Linear(3, 2)
+        opt = OPTIMIZERS[name](net.parameters())
+        losses = []
+        for _ in range(3):
+            loss = ((net(d2s.to_tensor(x)) - d2s.to_tensor(y.astype("float32"))) ** 2).mean()
+            loss.backward()
+            opt.step()
+            opt.clear_grad()
+            if isinstance(opt._learning_rate, optimizer.lr.LRScheduler):
+                opt._learning_rate.step(loss)  # a device value, as the loss is
+            losses.append(loss.item())
+        runs.append((losses, net.weight.numpy(), opt.get_lr()))
+    for got, want in zip(runs[1], runs[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 class _Seen(Callback):
     def __init__(self):
         super().__init__()
