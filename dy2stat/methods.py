@@ -159,6 +159,8 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
     as a Python one is). Other ufunc calls (``np.exp(x)``, a host array beside a
     tensor) get the tensors' values on the host, as ``np.asarray`` would."""
     op = _UFUNC_OPS.get(ufunc.__name__)
+    # NumPy hands a scalar on the left of a comparison over as a 0-d array
+    inputs = tuple(x[()] if type(x) is np.ndarray and x.ndim == 0 else x for x in inputs)
     if op is not None and method == "__call__" and not kwargs and all(
             _is_value(x) or isinstance(x, (np.generic, int, float, bool)) for x in inputs):
         return apply(op, *inputs)
