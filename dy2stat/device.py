@@ -137,8 +137,9 @@ def info() -> dict:
     report["convolution"] = cudnn.status()
     report["pooling"] = "one CUDA kernel per call (kernels/pool_cuda.py)"
     report["elementwise"] = "chains fused into one CUDA kernel each (NVRTC)"
-    report["cuda_graphs"] = ("straight-line plans captured and replayed"
-                             if cuda_graphs.settings.enabled else "off (the cuda_graphs flag)")
+    report["cuda_graphs"] = ("straight-line plans, and the iterations of loops left on the "
+                             "host, captured and replayed" if cuda_graphs.settings.enabled
+                             else "off (the cuda_graphs flag)")
     report["loops"] = ("a while loop whose ops lower runs as one kernel"
                        if lower.cuda.settings.enabled else "off (the gpu_loop_kernels flag)")
     return report

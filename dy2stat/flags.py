@@ -82,7 +82,8 @@ _FLAGS = {
     "cuda_graphs": (
         cuda_graphs.settings.enabled,
         "capture a GPU plan that runs straight through as a CUDA graph on its second call "
-        "and replay it (plans compiled from then on)",
+        "and replay it, and a loop left on the host as one graph per iteration (plans "
+        "compiled from then on)",
         lambda v: setattr(cuda_graphs.settings, "enabled", v),
     ),
     "gpu_loop_kernels": (

@@ -39,7 +39,6 @@ from dy2stat.runtime.ir import Program
 from dy2stat.runtime.ops.control_flow import CONTROL_FLOW
 from dy2stat.runtime.passes.constant_folding import evaluate
 from dy2stat.runtime.quoting import quote
-from dy2stat.runtime.registry import OPS, get_op
 
 __all__ = ["Executor", "GpuPlan", "Plan", "Scope", "compile"]
 
@@ -299,10 +298,12 @@ def compile(program: Program, feed_names, fetch_names, xp=numpy,  # noqa: A001
     return plan
 
 
-def _generate(program: Program, feed_names, fetch_names, xp, overlap_ops: bool, lowering=None):
-    """The generated module of a plan: ``(module, block 0's function, persistables, source)``."""
+def _generate(program: Program, feed_names, fetch_names, xp, overlap_ops: bool, lowering=None,
+              loop_graphs: list | None = None):
+    """The generated module of a plan: ``(module, block 0's function, persistables, source)``;
+    ``loop_graphs`` collects the loops that replay a captured graph per iteration."""
     block = program.global_block()
-    mod = Module(program, xp, lowering)
+    mod = Module(program, xp, lowering, loop_graphs)
     fn = Function(mod, "block_0", list(block.ops), [block], feed_names, fetch_names,
                   overlap_ops=overlap_ops)
     persistables = []
@@ -333,9 +334,10 @@ class GpuPlan(Plan):
     constants live on one), and -- when it runs straight through -- captured as a
     CUDA graph on the second call of a feed signature and replayed from then on
     (``codegen.cuda_graphs``). ``not_captured`` says why a plan is not (None: it
-    is, or will be)."""
+    is, or will be); a loop left on the host may still replay its iterations as a
+    graph (``loop_graphs``)."""
 
-    def __init__(self, *args, regenerate, not_captured: str | None):
+    def __init__(self, *args, regenerate, not_captured: str | None, loop_graphs: list):
         super().__init__(*args)
         self._regenerate = regenerate  # (module, function) of this plan for the current device
         self._device = self.xp.cuda.runtime.getDevice()
@@ -343,6 +345,7 @@ class GpuPlan(Plan):
         self.not_captured = not_captured
         self.graphs: dict = {}  # (device, feed shapes and dtypes) -> cuda_graphs.Captured
         self.loop_kernels: list = []  # the CudaKernels its lowered loops run
+        self.loop_graphs = loop_graphs  # its cuda_graphs.LoopGraphs (every device's)
         self._seen: set = set()  # signatures run once (uncaptured: compiles, warms the pools)
 
     def run(self, feeds: dict, scope: Scope | dict) -> list:
@@ -387,29 +390,33 @@ class GpuPlan(Plan):
 
 def _gpu_plan(source_program, program, feed_names, fetch_names, xp, optimize) -> GpuPlan:
     lowering = lower.cuda.lowering(xp) if optimize else None
+    loop_graphs = [] if _can_capture(xp) is None else None
     if optimize and _nested_properly(program):
-        program = _fused(program, fetch_names, lowering)
+        program = _fused(program, fetch_names, lowering, loop_graphs is not None)
 
     def regenerate():
-        mod, fn, _, _ = _generate(program, feed_names, fetch_names, xp, False, lowering)
+        mod, fn, _, _ = _generate(program, feed_names, fetch_names, xp, False, lowering,
+                                  loop_graphs)
         return mod, fn
 
     mod, fn, persistables, source = _generate(program, feed_names, fetch_names, xp, False,
-                                              lowering)
+                                              lowering, loop_graphs)
     plan = GpuPlan(source_program, feed_names, fetch_names, persistables, mod, fn, source,
-                   program, regenerate=regenerate,
+                   program, regenerate=regenerate, loop_graphs=loop_graphs or [],
                    not_captured=_not_capturable(xp, program, fn))
     plan.loop_kernels = lowering.kernels if lowering is not None else []
     weakref.finalize(plan, linecache.cache.pop, mod.filename, None)
     return plan
 
 
-def _fused(program: Program, fetch_names, lowering) -> Program:
+def _fused(program: Program, fetch_names, lowering, loop_graphs: bool = False) -> Program:
     """``program`` with its elementwise chains fused (one kernel each), except in the
     blocks of loops that stay on the host with counters: there the counter's
     comparisons and steps stay ops of their own, run on Python ints
-    (``codegen.host_scalars``), which fusing them with device values would undo."""
-    protected = _host_counter_blocks(program, lowering)
+    (``codegen.host_scalars``), which fusing them with device values would undo.
+    (A loop that replays its iterations as a graph, with ``loop_graphs``, keeps
+    its counters on the device, inside the graph.)"""
+    protected = _host_counter_blocks(program, lowering, loop_graphs)
     if not protected:
         return passes.fuse_elementwise(program, fetch_names)
     reads = {n for idx in protected for op in program.blocks[idx].ops
@@ -422,9 +429,9 @@ def _fused(program: Program, fetch_names, lowering) -> Program:
     return fused
 
 
-def _host_counter_blocks(program: Program, lowering) -> set[int]:
-    """The blocks (and blocks below them) of the loops that do not lower to a kernel
-    and have counters."""
+def _host_counter_blocks(program: Program, lowering, loop_graphs: bool = False) -> set[int]:
+    """The blocks (and blocks below them) of the loops that do not lower to a kernel,
+    do not replay as a graph and have counters."""
     found: set[int] = set()
 
     def below(idx):
@@ -437,7 +444,8 @@ def _host_counter_blocks(program: Program, lowering) -> set[int]:
     for block in program.blocks:
         for op in block.ops:
             if op.type != "while" or (target is not None and lower.regions.lowerable(
-                    program, op, block.find_var, target)):
+                    program, op, block.find_var, target)) or (
+                    loop_graphs and cuda_graphs.loop_accepts(program, op)):
                 continue
             if host_scalars.loop_counters(program, op, _compile_time_value):
                 below(op.attrs["cond_block"])
@@ -461,22 +469,24 @@ def _compile_time_value(block, name):
     return None
 
 
-def _not_capturable(xp, program: Program, fn: Function) -> str | None:
-    """Why a GPU plan's function cannot be captured as a CUDA graph (None: it can)."""
+def _can_capture(xp) -> str | None:
+    """Why GPU plans compiled now capture no CUDA graphs (None: they may)."""
     if not cuda_graphs.settings.enabled:
         return "the cuda_graphs flag is off"
     if not hasattr(xp.cuda, "Stream") or not hasattr(xp.cuda.Stream, "begin_capture"):
         return "this CuPy cannot capture streams"
+    return None
+
+
+def _not_capturable(xp, program: Program, fn: Function) -> str | None:
+    """Why a GPU plan's function cannot be captured as a CUDA graph (None: it can)."""
+    why = _can_capture(xp)
+    if why is not None:
+        return why
     for step in fn.steps:
         if step.op.type in CONTROL_FLOW:
             return f"it runs a {step.op.type} op on the host (its predicate is read there)"
-    for op in program.all_ops():
-        opdef = get_op(op.type) if op.type in OPS else None
-        if opdef is not None and opdef.random:
-            return f"it draws random numbers ({op.type}): a replay would repeat them"
-        if opdef is not None and not opdef.outputs:
-            return f"it has a {op.type} op (an effect on the host)"
-    return None
+    return cuda_graphs.leaves_the_device(program.all_ops())
 
 
 def _attach_tier(plan: Plan, program: Program, feed_names, fetch_names, overlap_ops) -> None:

@@ -189,23 +189,218 @@ def test_cond_reads_its_predicate_once_per_call():
     assert "cond op on the host" in plan.not_captured
 
 
+def matmul_loop(x, w):
+    i = 0
+    while x.sum() < 1000.0:
+        x = d2s.matmul(x, w) + 1.0  # no CUDA lowering: the loop stays on the host
+        i += 1
+    return x, i
+
+
+def matmul_loop_numpy(x, w):
+    i = 0
+    while x.sum() < 1000.0:
+        x = x @ w + np.float32(1)
+        i += 1
+    return x, i
+
+
+@pytest.mark.parametrize("start", [1.0, 100.0], ids=["five turns", "no turn"])
+def test_a_loop_that_does_not_lower_replays_its_body_as_a_graph(start):
+    converted = jit.to_static(matmul_loop)
+    w_host = np.eye(4, dtype="float32") * 2
+    w = d2s.to_tensor(w_host)
+    host = np.full((4, 4), start, "float32")
+    x = d2s.to_tensor(host)
+    want_x, want_i = matmul_loop_numpy(host, w_host)
+    with d2s.no_grad():
+        for _ in range(3):  # the first call captures the second iteration; then replays
+            got_x, got_i = converted(x, w)
+            assert got_x.place == "gpu:0"
+            np.testing.assert_allclose(got_x.numpy(), want_x, rtol=1e-6)
+            assert got_i.item() == want_i
+    (plan,) = plans_of(converted)
+    assert not plan.loop_kernels and "while op on the host" in plan.not_captured
+    (loop,) = plan.loop_graphs
+    assert loop.not_captured is None and bool(loop.graphs) == (want_i > 1)
+
+
 @needs_fake
-def test_a_loop_that_does_not_lower_reads_its_predicate_each_iteration():
-    w = d2s.to_tensor(np.eye(4, dtype="float32") * 2)
+def test_a_replayed_loop_is_one_launch_and_one_read_per_iteration():
+    converted = jit.to_static(matmul_loop)
+    x, w = d2s.ones([4, 4]), d2s.to_tensor(np.eye(4, dtype="float32") * 2)
+    with d2s.no_grad():
+        converted(x, w)
+        n = counted(lambda: converted(x, w))
+    turns = 5  # the sum goes 16, 48, 112, 240, 496, 1008
+    assert n.transfers == turns + 1  # the predicate: before the loop, then once a turn
+    assert n.ops.count("graph of 7 ops") == turns, n.ops
+    assert n.launches <= turns + 12, n.ops  # the rest: the first test, copies in and out
+
+
+@needs_fake
+def test_with_the_cuda_graphs_flag_off_the_loop_runs_op_by_op():
+    flags.set_flags({"cuda_graphs": False})
+    converted = jit.to_static(matmul_loop)
+    x, w = d2s.ones([4, 4]), d2s.to_tensor(np.eye(4, dtype="float32") * 2)
+    with d2s.no_grad():
+        converted(x, w)
+        n = counted(lambda: converted(x, w))
+    (plan,) = plans_of(converted)
+    assert not plan.loop_graphs and n.transfers == 5 + 1 and n.launches > 5 * 3
+
+
+@needs_fake
+def test_a_loop_on_the_host_keeps_its_counter_there_and_its_invariants_outside():
+    """A branch in the body: neither a loop kernel nor a replay. The counter's test and
+    step are Python ints (one device compare per test, the tensor's), and ``w * 2.0``
+    is computed once per call, before the loop."""
 
     @jit.to_static
-    def f(x):
+    def f(x, w):
+        i = 0
+        while x.sum() < 1000.0 and i < 50:
+            v = w * 2.0
+            if x.mean() > 5.0:
+                x = d2s.matmul(x, v)
+            else:
+                x = x + 1.0
+            i += 1
+        return x, i
+
+    x, w = d2s.ones([4, 4]), d2s.to_tensor(np.eye(4, dtype="float32"))
+    with d2s.no_grad():
+        f(x, w)
+        n = counted(lambda: f(x, w))
+        got_x, got_i = f(x, w)
+    turns = 9  # +1 five times (mean 1 -> 6), then *2 four times (sum 96 -> 1536)
+    assert got_i.item() == turns and got_x.numpy()[0, 0] == 96.0
+    assert n.ops.count("multiply") == 1 and n.ops.count("less") == turns + 1, n.ops
+    assert n.transfers == (turns + 1) + turns  # the loop's test, the branch's
+    (plan,) = plans_of(f)
+    assert not plan.loop_kernels and not plan.loop_graphs
+
+
+def test_a_replayed_loop_reads_the_values_of_each_call():
+    """New inputs, a new outer value, results kept from earlier calls: nothing stale."""
+    converted = jit.to_static(matmul_loop)
+    rng = np.random.default_rng(0)
+    cases = [(rng.random((4, 4)).astype("float32"),
+              (np.eye(4) * scale).astype("float32")) for scale in (2, 3, 2, 1.5)]
+    with d2s.no_grad():
+        results = [converted(d2s.to_tensor(x), d2s.to_tensor(w)) for x, w in cases]
+    for (x, w), (got_x, got_i) in zip(cases, results):
+        want_x, want_i = matmul_loop_numpy(x, w)
+        np.testing.assert_allclose(got_x.numpy(), want_x, rtol=1e-5)
+        assert got_i.item() == want_i
+
+
+def _swap_with_a_product(x, y, w):
+    s = d2s.zeros(x.shape)
+    while s.sum() < 100.0:
+        s = s + d2s.matmul(x, w)
+        x, y = y, x  # the new carried values are the old ones, swapped
+    return s, x, y
+
+
+def _transposed(x, w):
+    s = d2s.zeros(x.shape)
+    while s.sum() < 100.0:
+        s = s + d2s.matmul(x, w)
+        x = d2s.transpose(x, [1, 0])  # a view of the carried value itself
+    return s, x
+
+
+@pytest.mark.parametrize("fn", [_swap_with_a_product, _transposed])
+def test_a_replayed_loop_whose_new_values_alias_its_carried_ones(fn):
+    x = np.arange(4, dtype="float32").reshape(2, 2)
+    args = [x, x + 1] if fn is _swap_with_a_product else [x]
+    args.append(np.array([[1, 2], [0, 1]], "float32"))
+    converted = jit.to_static(fn)
+    tensors = [d2s.to_tensor(a) for a in args]
+    with d2s.no_grad():
+        want = [t.numpy() for t in _flat(fn(*tensors))]
+        for _ in range(3):
+            got = [t.numpy() for t in _flat(converted(*tensors))]
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g, w)
+    (plan,) = plans_of(converted)
+    (loop,) = plan.loop_graphs
+    assert loop.not_captured is None and all(loop.graphs.values())
+
+
+def _flat(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def test_a_loop_whose_carried_shape_changes_runs_uncaptured():
+    @jit.to_static
+    def grow(x):
         while x.sum() < 100.0:
-            x = d2s.matmul(x, w)  # no CUDA lowering: the loop stays on the host
+            x = d2s.concat([x, x * 2.0])
         return x
 
-    x = d2s.to_tensor(np.ones((4, 4), "float32"))
+    host = np.ones(2, "float32")
+    want = host
+    while want.sum() < 100:
+        want = np.concatenate([want, want * 2])
     with d2s.no_grad():
-        np.testing.assert_allclose(f(x).numpy(), np.full((4, 4), 8.0))
-        n = counted(lambda: f(x))
-    assert n.transfers == 3 + 1  # 16 -> 32 -> 64 -> 128: three turns, four tests
-    (plan,) = plans_of(f)
-    assert not plan.loop_kernels
+        for _ in range(2):
+            np.testing.assert_allclose(grow(d2s.to_tensor(host)).numpy(), want)
+    (plan,) = plans_of(grow)
+    assert all(graph is None for loop in plan.loop_graphs for graph in loop.graphs.values())
+
+
+def test_a_layer_in_a_replayed_loop_sees_its_updated_weights():
+    class Repeat(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            while x.abs().sum() < 50.0:
+                x = self.fc(x) * 2.0
+            return x
+
+    d2s.seed(0)
+    net, eager = Repeat(), Repeat()
+    eager.set_state_dict(net.state_dict())
+    jit.to_static(net)
+    x = d2s.ones([2, 4])
+    for _ in range(3):
+        with d2s.no_grad():
+            np.testing.assert_allclose(net(x).numpy(), eager(x).numpy(), rtol=1e-5)
+            for layer in (net, eager):
+                layer.fc.weight.set_value(layer.fc.weight * 1.5)
+    assert plans_of(net.forward)[0].loop_graphs
+
+
+def test_a_loop_that_draws_random_numbers_is_not_replayed():
+    @jit.to_static
+    def noisy(x):
+        while x.sum() < 100.0:
+            x = x + d2s.rand([4])
+        return x
+
+    with d2s.no_grad():
+        outs = [noisy(d2s.zeros([4])).numpy() for _ in range(3)]
+    assert all(out.sum() >= 100.0 for out in outs) and not np.array_equal(outs[1], outs[2])
+    (plan,) = plans_of(noisy)
+    assert not plan.loop_graphs
+
+
+def test_gradients_through_a_loop_on_the_host_match_eager():
+    """A training loop saves each iteration (no replay): its gradient as eager's."""
+    w_host = (np.eye(3) * 1.5 + 0.1).astype("float32")
+    grads = []
+    for fn in (matmul_loop, jit.to_static(matmul_loop)):
+        x = d2s.to_tensor(np.full((2, 3), 0.5, "float32"), stop_gradient=False)
+        w = d2s.to_tensor(w_host, stop_gradient=False)
+        out, _ = fn(x, w)
+        out.sum().backward()
+        grads.append((out.numpy(), x.grad.numpy(), w.grad.numpy()))
+    for got, want in zip(grads[1], grads[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
 # ------------------------------------------------------- straight-line plans
