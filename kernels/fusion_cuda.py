@@ -332,10 +332,10 @@ class FusedKernel:
 _KERNELS: dict[tuple, FusedKernel] = {}
 
 
-def get_kernel(expr, dtypes, ndims, dense=None, device=None, reference=None) -> FusedKernel:
-    """The cached kernel for (expr, input dtypes, ranks, layout). ``reference(expr)``
-    gives the NumPy function of the kernel's arguments registered with it; ``device``
-    is accepted for older callers (each device compiles its own copy: ``function``)."""
+def get_kernel(expr, dtypes, ndims, dense=None, reference=None) -> FusedKernel:
+    """The cached kernel for (expr, input dtypes, ranks, layout); each device compiles
+    its own copy (``function``). ``reference(expr)`` gives the NumPy function of the
+    kernel's arguments registered with it."""
     e = parse(expr)
     sig = _signature(dtypes, ndims, dense)
     key = (e.key, *sig)
