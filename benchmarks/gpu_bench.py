@@ -8,8 +8,10 @@
 The probe (``--probe``): a tiny kernel's launch cost, a launch with a synchronize,
 a one-element read back, a captured graph of 10 tiny kernels; the W2 loop four
 ways (eager; converted, op by op; its loop as one kernel; and that captured as a
-CUDA graph, the default); LeNet's second convolution (forward and both
-gradients) through the generic kernel and through cuDNN.
+CUDA graph, the default); a loop that does not lower (a matrix product in its
+body) op by op and with its iterations replayed as graphs; LeNet's second
+convolution (forward and both gradients) through the generic kernel and through
+cuDNN.
 
 Cases (times are the best of --repeat runs, the configurations taking turns):
 - the second seed's d2l MLP (42 x Linear(512, 512), then 512 -> 256 -> ReLU ->
@@ -219,7 +221,7 @@ def train_case(machine, name, steps, repeat):
         y_host = rng.integers(0, 10, (batch,)).astype("int64")
         make = LeNet
     elif name == "resnet18":
-        batch, size = (2, 16) if machine.small else (RESNET_BATCH, RESNET_SIZE)
+        batch, size = (1, 8) if machine.small else (RESNET_BATCH, RESNET_SIZE)
         x_host = rng.standard_normal((batch, 3, size, size)).astype("float32")
         y_host = rng.integers(0, 10, (batch,)).astype("int64")
         make = lambda: resnet18(num_classes=10)  # noqa: E731
@@ -316,6 +318,7 @@ W2_WAYS = {  # way -> flags the converted function is compiled under
     "converted, loop kernel": {"gpu_loop_kernels": True, "cuda_graphs": False},
     "converted, loop kernel in a graph": {"gpu_loop_kernels": True, "cuda_graphs": True},
 }
+DEFAULT_W2_WAY = "converted, loop kernel in a graph"  # the flags' defaults
 
 
 def w2_case(machine, calls, repeat) -> dict:
@@ -337,6 +340,38 @@ def w2_case(machine, calls, repeat) -> dict:
         def call():
             with d2s.no_grad():
                 fn(x)
+        return call
+
+    return best_times(machine, {k: timed(f) for k, f in fns.items()}, calls, repeat)
+
+
+def matmul_loop(x, w):
+    while x.sum() < 1e6:
+        x = d2s.matmul(x, w) + 1.0
+    return x
+
+
+def host_loop_case(machine, calls, repeat) -> dict:
+    """us per call of a loop that does not lower (a product in its body): op by op, and
+    its iterations replayed as one captured graph each (the default)."""
+    x = d2s.ones([64, 64])
+    w = d2s.to_tensor((np.eye(64) * 2).astype("float32"))
+    with d2s.no_grad():
+        want = matmul_loop(x, w).numpy()
+    fns = {}
+    before = flags.get_flags(["cuda_graphs"])
+    for way, graphs in (("op by op", False), ("iterations replayed as graphs", True)):
+        flags.set_flags({"cuda_graphs": graphs})
+        converted = jit.to_static(matmul_loop)
+        with d2s.no_grad():
+            close(converted(x, w).numpy(), want, f"host loop {way} vs eager")
+        fns[way] = converted
+    flags.set_flags(before)
+
+    def timed(fn):
+        def call():
+            with d2s.no_grad():
+                fn(x, w)
         return call
 
     return best_times(machine, {k: timed(f) for k, f in fns.items()}, calls, repeat)
@@ -371,6 +406,8 @@ def probe(machine, calls, repeat) -> dict:
         graph = stream.end_capture()
     results["graph of 10 tiny kernels (us)"] = per_call_us(machine, graph.launch, calls)
     results["W2 (us per call)"] = w2_case(machine, calls, repeat)
+    results["a loop with a product, 7 turns (us per call)"] = host_loop_case(machine, calls,
+                                                                             repeat)
     results["conv, LeNet's second layer, forward + gradients (us)"] = conv_paths(machine, calls)
     return results
 
@@ -462,12 +499,11 @@ def report(results: dict, dry: bool) -> None:
     cols = ["eager", "to_static", "executor", "torch"]
     print(f"{'d2l MLP forward (us/call)':28s}" + "".join(f"{c:>11s}" for c in cols)
           + f"{'eager/static':>14s}{'torch/static':>14s}")
-    for batch, row in results["mlp"].items():
-        static_best = min(row["to_static"], row["executor"])
+    for batch, row in results["mlp"].items():  # the ratios: of to_static (converted)
         cells = "".join(f"{row[c]:11.1f}" if c in row else f"{'-':>11s}" for c in cols)
-        torch_ratio = f"{ratio(row['torch'], static_best):13.2f}x" if "torch" in row else \
-            f"{'-':>14s}"
-        print(f"{'batch ' + str(batch):28s}{cells}{ratio(row['eager'], static_best):13.2f}x"
+        torch_ratio = f"{ratio(row['torch'], row['to_static']):13.2f}x" if "torch" in row \
+            else f"{'-':>14s}"
+        print(f"{'batch ' + str(batch):28s}{cells}{ratio(row['eager'], row['to_static']):13.2f}x"
               f"{torch_ratio}")
     print()
     cols = ["eager", "to_static", "torch"]
@@ -475,7 +511,7 @@ def report(results: dict, dry: bool) -> None:
           + f"{'eager/static':>14s}{'static/torch':>14s}")
     labels = {"lenet": f"LeNet, batch {DRY_BATCH if dry else LENET_BATCH}",
               "lstm": f"LSTM b{LSTM_BATCH} T{LSTM_STEPS} h{LSTM_HIDDEN}",
-              "resnet18": f"ResNet-18, batch {2 if dry else RESNET_BATCH}"}
+              "resnet18": f"ResNet-18, batch {1 if dry else RESNET_BATCH}"}
     for name, row in results["train"].items():
         cells = "".join(f"{row[c]:11.2f}" if c in row else f"{'-':>11s}" for c in cols)
         torch_ratio = f"{ratio(row['to_static'], row['torch']):13.2f}x" if "torch" in row \
@@ -487,7 +523,8 @@ def report(results: dict, dry: bool) -> None:
         print(f"    {way:40s} {t:10.1f}")
 
     one, train = results["mlp"][1], results["train"]
-    static_best = min(one["to_static"], one["executor"])
+    converted = one["to_static"]
+    w2_default = results["w2"][DEFAULT_W2_WAY]
 
     def vs_torch(name):
         row = train[name]
@@ -495,12 +532,12 @@ def report(results: dict, dry: bool) -> None:
 
     checks = [
         ("converted >= 2x faster than eager, d2l MLP batch 1",
-         ratio(one["eager"], static_best) >= 2),
+         ratio(one["eager"], converted) >= 2),
         ("converted ahead of PyTorch CUDA eager, d2l MLP batch 1",
-         static_best < one["torch"] if "torch" in one else None),
+         converted < one["torch"] if "torch" in one else None),
         (f"LeNet train step converted <= {TRAIN_GOAL}x PyTorch CUDA", vs_torch("lenet")),
         (f"ResNet-18 train step converted <= {TRAIN_GOAL}x PyTorch CUDA", vs_torch("resnet18")),
-        (f"W2 loop <= {W2_GOAL_US:g} us", min(results["w2"].values()) <= W2_GOAL_US),
+        (f"W2 loop converted <= {W2_GOAL_US:g} us", w2_default <= W2_GOAL_US),
     ]
     print("\ntargets" + (" -- a dry run: not the GPU figures" if dry else ""))
     for text, ok in checks:
