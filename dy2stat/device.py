@@ -1,4 +1,5 @@
-"""The current device: where new tensors and programs live.
+"""The current device: where new tensors and programs live; ``info()`` says how a GPU
+computes.
 
 Devices are named ``"cpu"``, ``"gpu"`` (the current GPU, else GPU 0) and
 ``"gpu:N"``. The CPU computes with NumPy, a GPU with CuPy; every array knows
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import numpy
 
-from dy2stat.kernels import backend
+from dy2stat.kernels import backend, cudnn
+from dy2stat.runtime import lower
+from dy2stat.runtime.codegen import cuda_graphs
 
 
 class _Device:
@@ -118,3 +121,25 @@ def mixed_devices_error(op_type: str, devices) -> ValueError:
         f"{op_type}: inputs live on different devices ({' and '.join(names)}); "
         f"move them to one device first with .to({names[-1]!r}) or .cpu()"
     )
+
+
+def info() -> dict:
+    """What computes where, in words: the current device, the GPUs CuPy sees, and the
+    paths a GPU takes (convolutions through cuDNN or the generic kernel, pooling,
+    fused kernels, CUDA graphs, loop kernels) -- what a bug report should include."""
+    gpus = _gpus()
+    report = {"device": current.name, "gpus": gpus,
+              "cupy": backend.cupy.__version__ if backend.has_cupy() else None}
+    if gpus:
+        props = backend.cupy.cuda.runtime.getDeviceProperties(gpu_index())
+        name = props.get("name", b"")
+        report["gpu"] = name.decode() if isinstance(name, bytes) else str(name)
+    report["convolution"] = cudnn.status()
+    report["pooling"] = "one CUDA kernel per call (kernels/pool_cuda.py)"
+    report["elementwise"] = "chains fused into one CUDA kernel each (NVRTC)"
+    report["cuda_graphs"] = ("straight-line plans, and the iterations of loops left on the "
+                             "host, captured and replayed" if cuda_graphs.settings.enabled
+                             else "off (the cuda_graphs flag)")
+    report["loops"] = ("a while loop whose ops lower runs as one kernel"
+                       if lower.cuda.settings.enabled else "off (the gpu_loop_kernels flag)")
+    return report

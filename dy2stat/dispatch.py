@@ -7,6 +7,7 @@ mode): append an operator to the current block instead.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 
 import numpy as np
@@ -52,6 +53,7 @@ def apply(op_type: str, *inputs, **attrs):
         return static_apply(op, inputs, attrs)
     arrays = []
     requires_grad = False
+    numpy_scalars = None  # slots holding a NumPy scalar: they go where the tensors are
     for x in inputs:
         if type(x) is Tensor:
             arrays.append(x._data)
@@ -73,14 +75,25 @@ def apply(op_type: str, *inputs, **attrs):
                 isinstance(v, Tensor) and not v.stop_gradient for v in x
             )
         else:
+            if isinstance(x, np.generic):
+                numpy_scalars = (numpy_scalars or []) + [len(arrays)]
             arrays.append(_array_of(x, op))
     if op.promote:
         _promote(op, arrays)
     if op.dtypes is not None:
         _check_dtype(op, arrays)
-    xp = np if _NO_CUPY else _array_module(op, arrays)
+    if _NO_CUPY:
+        xp = np
+    elif numpy_scalars is None:
+        xp = _array_module(op, arrays)
+    else:
+        xp = _with_numpy_scalars(op, arrays, numpy_scalars)
     try:
-        out = op.kernel(xp, *arrays, **attrs)
+        if xp is np:
+            out = op.kernel(xp, *arrays, **attrs)
+        else:
+            with _device_of_inputs(xp, arrays):
+                out = op.kernel(xp, *arrays, **attrs)
     except Exception as exc:
         raise _explain(op, arrays, attrs, exc) from exc
     if not op.outputs:  # effects only (print, assert)
@@ -215,6 +228,32 @@ def _array_module(op, arrays):
             raise device.mixed_devices_error(
                 op.type, [device.device_of(v) for v in _arrays_in(arrays)])
     return found if found is not None else device.current.xp
+
+
+def _with_numpy_scalars(op, arrays, slots):
+    """The arrays' module, the NumPy scalars in ``slots`` (0-d host arrays by now)
+    placed on the device of the other arrays: a NumPy scalar is a scalar, on every
+    device, as a Python one is."""
+    others = [a for i, a in enumerate(arrays) if i not in slots]
+    xp = _array_module(op, others)
+    if xp is not np:
+        first = next(_arrays_in(others), None)
+        with xp.cuda.Device(first.data.device_id if first is not None else None):
+            for i in slots:
+                arrays[i] = xp.asarray(arrays[i])
+    return xp
+
+
+def _device_of_inputs(xp, arrays):
+    """Where an op on GPU arrays runs: on their GPU (CuPy computes on the current
+    device only), made current for the call when it is not already."""
+    first = next(_arrays_in(arrays), None)
+    if first is None or first.data.device_id == device.gpu_index():
+        return _HERE
+    return xp.cuda.Device(first.data.device_id)
+
+
+_HERE = contextlib.nullcontext()
 
 
 def _arrays_in(arrays):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dy2stat.kernels import cudnn
 from dy2stat.runtime import batch_split, codegen, lower
+from dy2stat.runtime.codegen import cuda_graphs
 from dy2stat.runtime.passes import layout
 
 __all__ = ["get_flags", "set_flags"]
@@ -75,8 +76,21 @@ _FLAGS = {
     ),
     "use_cudnn": (
         True,
-        "run convolution and pooling on the GPU through cuDNN when CuPy exposes it",
+        "run convolutions on the GPU through cuDNN when its frontend is installed",
         lambda v: setattr(cudnn.settings, "enabled", v),
+    ),
+    "cuda_graphs": (
+        cuda_graphs.settings.enabled,
+        "capture a GPU plan that runs straight through as a CUDA graph on its second call "
+        "and replay it, and a loop left on the host as one graph per iteration (plans "
+        "compiled from then on)",
+        lambda v: setattr(cuda_graphs.settings, "enabled", v),
+    ),
+    "gpu_loop_kernels": (
+        lower.cuda.settings.enabled,
+        "run a GPU plan's while loop whose ops lower as one CUDA kernel (plans compiled "
+        "from then on): its float sums add in the kernel's order, not CuPy's",
+        lambda v: setattr(lower.cuda.settings, "enabled", v),
     ),
 }
 _values = {name: default for name, (default, _, _) in _FLAGS.items()}

@@ -162,8 +162,41 @@ def _T(self):
     return ops.transpose(self, list(range(len(self.shape)))[::-1])
 
 
+# NumPy ufuncs whose operands may be a tensor and scalars: the op of the same meaning.
+_UFUNC_OPS = {
+    "add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "divide",
+    "floor_divide": "floor_divide", "remainder": "remainder", "power": "pow",
+    "maximum": "maximum", "minimum": "minimum", "equal": "equal", "not_equal": "not_equal",
+    "less": "less_than", "less_equal": "less_equal", "greater": "greater_than",
+    "greater_equal": "greater_equal",
+}
+
+
+def _is_value(x) -> bool:
+    return isinstance(x, Tensor) or getattr(x, "is_static", False)
+
+
+def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    """A NumPy scalar left of an operator (``np.float32(2) * x``) calls its ufunc, which
+    comes here: the op runs as ``x``'s, on ``x``'s device (a NumPy scalar is a scalar,
+    as a Python one is). Other ufunc calls (``np.exp(x)``, a host array beside a
+    tensor) get the tensors' values on the host, as ``np.asarray`` would."""
+    op = _UFUNC_OPS.get(ufunc.__name__)
+    # NumPy hands a scalar on the left of a comparison over as a 0-d array
+    inputs = tuple(x[()] if type(x) is np.ndarray and x.ndim == 0 else x for x in inputs)
+    if op is not None and method == "__call__" and not kwargs and all(
+            _is_value(x) or isinstance(x, (np.generic, int, float, bool)) for x in inputs):
+        return apply(op, *inputs)
+    for x in inputs:
+        if getattr(x, "is_static", False):  # NumPy cannot compute it: the error says so
+            return x.__array_function__(ufunc, (), inputs, kwargs)
+    host = [x.__array__() if isinstance(x, Tensor) else x for x in inputs]
+    return getattr(ufunc, method)(*host, **kwargs)
+
+
 SURFACE = {
     "T": property(_T),
+    "__array_ufunc__": _array_ufunc,
     "__add__": _binary("add"),
     "__radd__": _binary("add", True),
     "__sub__": _binary("subtract"),

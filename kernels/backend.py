@@ -20,7 +20,12 @@ def array_module(array):
 
 
 def to_host(array):
-    """A numpy copy of a numpy or cupy array (numpy arrays pass through)."""
-    if cupy is not None and isinstance(array, cupy.ndarray):
-        return cupy.asnumpy(array)
+    """A numpy copy of a numpy or cupy array (numpy arrays pass through); lists and tuples
+    of them, and scalars, become one numpy array. ``numpy.asarray`` of a cupy array is an
+    error on CuPy 14: values reach the host through here."""
+    if cupy is not None:
+        if isinstance(array, cupy.ndarray):
+            return cupy.asnumpy(array)
+        if isinstance(array, (list, tuple)):
+            return numpy.asarray([to_host(a) for a in array])
     return numpy.asarray(array)

@@ -69,8 +69,15 @@ def _pad(xp, x, pads, value=0):
 _SHORT_ROW = 16
 
 
-def _batch_minor(ow) -> bool:
-    return ow < _SHORT_ROW
+def _batch_minor(xp, ow) -> bool:
+    return ow < _SHORT_ROW and _host_blas(xp)
+
+
+def _host_blas(xp) -> bool:
+    """Whether ``xp`` multiplies on the host: there many small products in cache beat
+    one large one (OpenBLAS); on a GPU (cuBLAS) one batched product is fastest, and
+    every extra call is a kernel launch."""
+    return xp.__name__ == "numpy"
 
 
 def _im2col(xp, x, kh, kw, stride, padding, dilation, out_hw):
@@ -138,7 +145,7 @@ def conv2d(xp, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
     )
     n = x.shape[0]
     cout, cg, kh, kw = w.shape
-    if _batch_minor(ow):
+    if _batch_minor(xp, ow):
         cols = _im2col_batch_minor(xp, x, kh, kw, stride, padding, dilation, (oh, ow))
         y = _product_by_chunks(xp, w, cols, groups, oh * ow, n)
         return xp.ascontiguousarray(y.transpose(4, 0, 1, 2, 3)).reshape(n, cout, oh, ow)
@@ -165,7 +172,7 @@ def _product_by_chunks(xp, w, cols, groups, positions, n):
     positions (all N images), so a chunk of columns stays in cache, which makes
     the products ~1.4x faster than one."""
     cout, cg, kh, kw = w.shape
-    k = _positions_per_chunk(positions, n)
+    k = _positions_per_chunk(positions, n) if _host_blas(xp) else positions
     wg = w.reshape(groups, cout // groups, cg * kh * kw)
     chunks = cols.reshape(groups, cg * kh * kw, positions // k, k * n).transpose(0, 2, 1, 3)
     y = xp.matmul(wg[:, None], chunks)  # [G, chunk, Cout/G, k*N]
@@ -267,7 +274,7 @@ def conv2d_grad_filter(
     )
     n = x.shape[0]
     cout, cg, kh, kw = w_shape
-    if _batch_minor(ow):
+    if _batch_minor(xp, ow):
         cols = _im2col_batch_minor(xp, x, kh, kw, stride, padding, dilation, (oh, ow))
         return _filter_product(xp, cols, dy.transpose(1, 2, 3, 0), w_shape, groups)
     cols = _by_group(_im2col(xp, x, kh, kw, stride, padding, dilation, (oh, ow)), groups)
@@ -296,7 +303,8 @@ def _filter_product(xp, cols, dy_bm, w_shape, groups):
     k, cog = cols.shape[1], dyg.shape[1]
     # OpenBLAS runs a product this small along a long inner dimension 2-5x slower
     # than the same product in pieces of ~512 columns, summed after.
-    pieces = _largest_divisor(columns, columns // 512) if k * cog < _SKINNY else 1
+    skinny = k * cog < _SKINNY and _host_blas(xp)
+    pieces = _largest_divisor(columns, columns // 512) if skinny else 1
     if pieces > 1:
         part = columns // pieces
         dw = xp.matmul(cols.reshape(g, k, pieces, part).transpose(0, 2, 1, 3),

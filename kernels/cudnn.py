@@ -1,24 +1,27 @@
-"""cuDNN convolution and pooling for CuPy arrays, where CuPy exposes cuDNN.
+"""Convolutions through NVIDIA's cuDNN frontend (``import cudnn``), for CuPy arrays.
 
-Each kernel takes the arguments of its generic twin in ``kernels.conv`` and
-returns ``NotImplemented`` when cuDNN cannot take the call: this CuPy has no
-cuDNN, a dtype cuDNN lacks (only float16/32/64), a ``ceil_mode`` window that
-reaches past the padding, or cuDNN refusing the case (``CuDNNError``). The op
-table in ``runtime/ops/conv.py`` then runs the generic kernel (im2col + a
-cuBLAS batched matmul on CuPy).
+CuPy 14 has no cuDNN of its own (``cupy.cudnn`` is gone); the frontend's
+graph API (the ``nvidia-cudnn-frontend`` package, with the cuDNN library of
+``nvidia-cudnn-cu13``/``-cu12``; the ``gpu`` extras install both) builds one
+small graph per convolution: ``conv_fprop`` for ``conv2d``, ``conv_dgrad``
+for its input gradient, ``conv_wgrad`` for its filter gradient. Each kernel
+takes the arguments of its generic twin in ``kernels.conv`` and returns
+``NotImplemented`` when cuDNN cannot take the call (no frontend here, a dtype
+other than float16/32/64, a case no cuDNN engine supports): the op table in
+``runtime/ops/conv.py`` then runs the generic kernel (im2col and one batched
+product on CuPy).
 
-CuPy up to v13 wraps cuDNN as ``cupy.cudnn`` (``convolution_forward``,
-``convolution_backward_data``, ``convolution_backward_filter``,
-``pooling_forward``, ``pooling_backward``), with the constants in
-``cupy.cuda.cudnn``; CuPy 14 removed both, so there the generic kernels run.
-
-Algorithm choice: by default cuDNN's heuristic picks a convolution algorithm
-without timing anything. With ``settings.exhaustive_search`` (the
-``cudnn_exhaustive_search`` flag) each call passes ``auto_tune=True``: the
-first call for a shape times every algorithm (cudnnFind*AlgorithmEx) and
-CuPy keeps the fastest per (device, shapes, conv params, workspace limit),
-so later calls of that shape reuse it. ``searched()`` lists the shapes
-searched so far in this process.
+Plans: a graph is built once per (kind, device, shapes, dtype, stride,
+padding, dilation, the flags below) and kept with its workspace, so a call
+after the first only binds pointers and executes. With
+``settings.exhaustive_search`` (the ``cudnn_exhaustive_search`` flag) the
+first call of a shape builds every plan the heuristics offer, times each on
+the device and keeps the fastest (``searched()`` lists those shapes);
+without it the heuristics' first choice that builds is used, timing
+nothing. ``settings.deterministic`` (``cudnn_deterministic``) leaves out the
+plans cuDNN marks non-deterministic. Each device has its own handle, set to
+the current CuPy stream before every execution (so the work is ordered with
+CuPy's, and captured with it into a CUDA graph).
 """
 
 from __future__ import annotations
@@ -26,24 +29,14 @@ from __future__ import annotations
 import numpy
 
 from dy2stat.kernels import backend
-from dy2stat.kernels.conv import _conv_geometry, _pool_geometry
+from dy2stat.kernels.conv import _conv_geometry
 
-__all__ = [
-    "available",
-    "avg_pool2d",
-    "avg_pool2d_grad",
-    "conv2d",
-    "conv2d_grad_filter",
-    "conv2d_grad_input",
-    "max_pool2d",
-    "max_pool2d_grad",
-    "searched",
-    "settings",
-]
+__all__ = ["available", "conv2d", "conv2d_grad_filter", "conv2d_grad_input", "declined",
+           "searched", "settings", "status"]
 
 
 class Settings:
-    """What dy2stat's flags set: use cuDNN at all, search algorithms, stay deterministic."""
+    """What dy2stat's flags set: use cuDNN at all, search plans, stay deterministic."""
 
     __slots__ = ("enabled", "exhaustive_search", "deterministic")
 
@@ -56,35 +49,57 @@ class Settings:
 settings = Settings()
 
 _FLOATS = frozenset(numpy.dtype(t) for t in ("float16", "float32", "float64"))
-_api = None  # None: not looked up yet; False: none here; else (cupy.cudnn, cupy.cuda.cudnn)
-_searched: set = set()  # (kind, device, shapes, params) searched with auto_tune
+_frontend = {"module": None, "why": None}  # looked up once
+_handles: dict = {}  # device -> cuDNN handle
+_plans: dict = {}  # key -> _Plan, or None when cuDNN declined the case
+_declined: dict = {}  # key -> why
+_SEARCH_RUNS = 3
 
 
 def _cudnn():
-    """The CuPy cuDNN modules, or None (looked up once; CuPy is optional)."""
-    global _api
-    if _api is None:
-        _api = False
-        if backend.has_cupy():
+    """The frontend module, or None (looked up once: CuPy and the frontend are optional)."""
+    if _frontend["module"] is None and _frontend["why"] is None:
+        if not backend.has_cupy():
+            _frontend["why"] = "CuPy is not installed"
+        else:
             try:
-                import cupy.cudnn as api
-                from cupy.cuda import cudnn as lib
+                import cudnn as module  # optional: the gpu extra installs it
 
-                _api = (api, lib)
-            except Exception:  # CuPy >= 14, or no cuDNN library on this machine
-                _api = False
-    return _api or None
+                module.backend_version()  # raises when no cuDNN library loaded
+                _frontend["module"] = module
+            except Exception as exc:  # not installed, or no cuDNN library to load
+                _frontend["why"] = (f"the cuDNN frontend or library does not load "
+                                    f"({type(exc).__name__}: {exc}); pip install "
+                                    "nvidia-cudnn-frontend nvidia-cudnn-cu13")
+    return _frontend["module"]
 
 
 def available() -> bool:
-    """True when this CuPy exposes cuDNN (whether or not it is enabled)."""
+    """True when the cuDNN frontend imports (whether or not it is enabled)."""
     return _cudnn() is not None
 
 
+def status() -> str:
+    """Which convolution path a GPU uses, in words (``dy2stat.device.info``)."""
+    module = _cudnn()
+    if module is None:
+        return f"generic (im2col and one batched product): {_frontend['why']}"
+    if not settings.enabled:
+        return "generic (im2col and one batched product): the use_cudnn flag is off"
+    library = module.backend_version_string()
+    search = "exhaustive search" if settings.exhaustive_search else "heuristics"
+    return f"cuDNN frontend {module.__version__} (cuDNN {library}), plans by {search}"
+
+
 def searched() -> list:
-    """The (kind, device, input shape, filter shape, dtype, pad, stride, dilation, groups)
-    keys whose algorithm cuDNN has searched (exhaustive search only)."""
-    return sorted(_searched, key=repr)
+    """The keys whose plans were timed (exhaustive search): (kind, device, input shape,
+    filter shape, dtype, stride, padding, dilation, deterministic)."""
+    return sorted((k[:-1] for k, p in _plans.items() if p is not None and p.searched), key=repr)
+
+
+def declined() -> dict:
+    """key -> why cuDNN declined it (those calls ran the generic kernel)."""
+    return dict(_declined)
 
 
 def _usable(xp, *arrays) -> bool:
@@ -94,166 +109,164 @@ def _usable(xp, *arrays) -> bool:
     return dtype in _FLOATS and all(a.dtype == dtype for a in arrays)
 
 
-def _run(function, *args, **kwargs):
-    """Call a cupy.cudnn function; a case cuDNN refuses (CuDNNError) goes to the generic
-    kernel instead."""
-    _, lib = _cudnn()
-    try:
-        return function(*args, **kwargs)
-    except getattr(lib, "CuDNNError", ()):
+class _Plan:
+    """One built graph: its tensors (by role), workspace and the plan index to run."""
+
+    __slots__ = ("graph", "tensors", "workspace", "index", "searched")
+
+    def __init__(self, graph, tensors, workspace, index, searched):
+        self.graph, self.tensors, self.workspace = graph, tensors, workspace
+        self.index, self.searched = index, searched
+
+
+def _strides(shape) -> list:
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= d
+    return strides[::-1]
+
+
+def _handle(xp, module):
+    device = xp.cuda.runtime.getDevice()
+    handle = _handles.get(device)
+    if handle is None:
+        handle = _handles[device] = module.create_handle()
+    module.set_stream(handle, xp.cuda.get_current_stream().ptr)
+    return handle
+
+
+def _data_types(module, dtype):
+    io = {"float16": module.data_type.HALF, "float32": module.data_type.FLOAT,
+          "float64": module.data_type.DOUBLE}[dtype.name]
+    compute = module.data_type.DOUBLE if dtype.name == "float64" else module.data_type.FLOAT
+    return io, compute
+
+
+def _build(xp, kind, shapes, dtype, conv):
+    """The graph of one convolution: ``shapes`` are (input, filter, output) of the op
+    as cuDNN names them for ``kind``; returns a ``_Plan`` or raises."""
+    module = _cudnn()
+    stride, padding, dilation = (list(v) for v in conv)
+    io, compute = _data_types(module, dtype)
+    handle = _handle(xp, module)
+    graph = module.pygraph(io_data_type=io, intermediate_data_type=compute,
+                           compute_data_type=compute, handle=handle)
+    a_shape, b_shape, out_shape = shapes
+    a = graph.tensor(name="a", dim=list(a_shape), stride=_strides(a_shape), data_type=io)
+    b = graph.tensor(name="b", dim=list(b_shape), stride=_strides(b_shape), data_type=io)
+    attrs = dict(padding=padding, stride=stride, dilation=dilation, compute_data_type=compute)
+    if kind == "forward":
+        out = graph.conv_fprop(image=a, weight=b, **attrs)
+    elif kind == "backward_data":
+        out = graph.conv_dgrad(loss=a, filter=b, **attrs)
+    else:
+        out = graph.conv_wgrad(image=a, loss=b, **attrs)
+    out.set_output(True).set_data_type(io).set_dim(list(out_shape)).set_stride(
+        _strides(out_shape))
+    graph.validate()
+    graph.build_operation_graph()
+    graph.create_execution_plans([module.heur_mode.A, module.heur_mode.FALLBACK])
+    if settings.deterministic:
+        graph.deselect_numeric_notes([module.numerical_note.NONDETERMINISTIC])
+    graph.check_support()
+    search = settings.exhaustive_search and not xp.cuda.get_current_stream().is_capturing()
+    policy = module.build_plan_policy.ALL if search else module.build_plan_policy.HEURISTICS_CHOICE
+    graph.build_plans(policy)
+    count = graph.get_execution_plan_count() if search else 1
+    size = max(graph.get_workspace_size_plan_at_index(i) for i in range(count)) if search \
+        else graph.get_workspace_size()
+    workspace = xp.empty((max(int(size), 1),), dtype=xp.uint8)
+    plan = _Plan(graph, (a, b, out), workspace, 0, search)
+    if search and count > 1:
+        plan.index = _fastest(xp, module, plan, shapes, dtype, count)
+    return plan
+
+
+def _fastest(xp, module, plan, shapes, dtype, count) -> int:
+    """The index of the fastest of ``count`` built plans, timed on scratch arrays."""
+    arrays = [xp.zeros(s, dtype=dtype) for s in shapes]
+    tensors = dict(zip(plan.tensors, arrays))
+    handle = _handle(xp, module)
+    best, best_ms = 0, float("inf")
+    for index in range(count):
+        try:
+            plan.graph.execute_plan_at_index(tensors, plan.workspace, index, handle=handle)
+        except Exception:  # noqa: BLE001 - a plan that fails to run is not chosen
+            continue
+        start, end = xp.cuda.Event(), xp.cuda.Event()
+        start.record()
+        for _ in range(_SEARCH_RUNS):
+            plan.graph.execute_plan_at_index(tensors, plan.workspace, index, handle=handle)
+        end.record()
+        end.synchronize()
+        ms = xp.cuda.get_elapsed_time(start, end)
+        if ms < best_ms:
+            best, best_ms = index, ms
+    return best
+
+
+def _run(xp, kind, a, b, out_shape, conv):
+    """``out`` of the convolution ``kind`` of ``a`` and ``b``, or NotImplemented."""
+    dtype = a.dtype
+    device = xp.cuda.runtime.getDevice()
+    shapes = (tuple(a.shape), tuple(b.shape), tuple(out_shape))
+    key = (kind, device, shapes[0], shapes[1], dtype.name, *conv, settings.deterministic,
+           settings.exhaustive_search)
+    plan = _plans.get(key, False)
+    if plan is False:
+        try:
+            plan = _build(xp, kind, shapes, dtype, conv)
+        except Exception as exc:  # noqa: BLE001 - cuDNN declines: the generic kernel runs
+            _declined[key] = f"{type(exc).__name__}: {exc}"
+            plan = None
+        _plans[key] = plan
+    if plan is None:
         return NotImplemented
-
-
-def _auto_tune(kind, x_shape, w_shape, dtype, device, conv) -> bool:
-    if not settings.exhaustive_search:
-        return False
-    _searched.add((kind, device, tuple(x_shape), tuple(w_shape), str(dtype), *conv))
-    return True
+    out = xp.empty(out_shape, dtype=dtype)
+    module = _cudnn()
+    tensors = dict(zip(plan.tensors, (xp.ascontiguousarray(a), xp.ascontiguousarray(b), out)))
+    plan.graph.execute_plan_at_index(tensors, plan.workspace, plan.index,
+                                     handle=_handle(xp, module))
+    return out
 
 
 # ---------------------------------------------------------------- convolution
 
 
 def conv2d(xp, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
-    """conv2d through cudnnConvolutionForward."""
+    """conv2d through cuDNN's conv_fprop."""
     if not _usable(xp, x, w):
         return NotImplemented
-    api, _ = _cudnn()
     stride, padding, dilation, (oh, ow) = _conv_geometry(
-        x.shape, w.shape, stride, padding, dilation, groups
-    )
-    y = xp.empty((x.shape[0], w.shape[0], oh, ow), dtype=x.dtype)
-    conv = (padding, stride, dilation, groups)
-    tune = _auto_tune("forward", x.shape, w.shape, x.dtype, x.device.id, conv)
-    done = _run(api.convolution_forward, x, w, None, y, *conv, auto_tune=tune,
-                tensor_core="auto")
-    return NotImplemented if done is NotImplemented else y
+        x.shape, w.shape, stride, padding, dilation, groups)
+    return _run(xp, "forward", x, w, (x.shape[0], w.shape[0], oh, ow),
+                (stride, padding, dilation))
 
 
 def conv2d_grad_input(
     xp, x_shape_ref, w, dy, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1
 ):
-    """The input gradient through cudnnConvolutionBackwardData."""
+    """The input gradient through cuDNN's conv_dgrad."""
     if not _usable(xp, w, dy):
         return NotImplemented
-    api, _ = _cudnn()
     x_shape = tuple(x_shape_ref.shape)
     stride, padding, dilation, (oh, ow) = _conv_geometry(
-        x_shape, w.shape, stride, padding, dilation, groups
-    )
+        x_shape, w.shape, stride, padding, dilation, groups)
     if tuple(dy.shape) != (x_shape[0], w.shape[0], oh, ow):
         return NotImplemented  # the generic kernel explains the mismatch
-    dx = xp.empty(x_shape, dtype=dy.dtype)
-    conv = (padding, stride, dilation, groups)
-    tune = _auto_tune("backward_data", x_shape, w.shape, dy.dtype, dy.device.id, conv)
-    done = _run(api.convolution_backward_data, w, dy, None, dx, *conv,
-                deterministic=settings.deterministic, auto_tune=tune, tensor_core="auto")
-    return NotImplemented if done is NotImplemented else dx
+    return _run(xp, "backward_data", dy, w, x_shape, (stride, padding, dilation))
 
 
 def conv2d_grad_filter(
     xp, x, dy, w_shape_ref, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1
 ):
-    """The filter gradient through cudnnConvolutionBackwardFilter."""
+    """The filter gradient through cuDNN's conv_wgrad."""
     if not _usable(xp, x, dy):
         return NotImplemented
-    api, _ = _cudnn()
     w_shape = tuple(w_shape_ref.shape)
     stride, padding, dilation, (oh, ow) = _conv_geometry(
-        x.shape, w_shape, stride, padding, dilation, groups
-    )
+        x.shape, w_shape, stride, padding, dilation, groups)
     if tuple(dy.shape) != (x.shape[0], w_shape[0], oh, ow):
         return NotImplemented
-    dw = xp.empty(w_shape, dtype=x.dtype)
-    conv = (padding, stride, dilation, groups)
-    tune = _auto_tune("backward_filter", x.shape, w_shape, x.dtype, x.device.id, conv)
-    done = _run(api.convolution_backward_filter, x, dy, dw, *conv,
-                deterministic=settings.deterministic, auto_tune=tune, tensor_core="auto")
-    return NotImplemented if done is NotImplemented else dw
-
-
-# -------------------------------------------------------------------- pooling
-
-
-def _pool_args(x, kernel_size, stride, padding, ceil_mode):
-    """(window, stride, pad, output shape) for cuDNN, or None when it cannot pool this."""
-    k, s, (oh, ow), pads = _pool_geometry(x.shape, kernel_size, stride, padding, ceil_mode)
-    (ph, ph_end), (pw, pw_end) = pads[2], pads[3]
-    if ph_end != ph or pw_end != pw:  # ceil_mode: cuDNN pads both sides alike
-        return None
-    # cuDNN's output size is the floor form; ceil_mode without extra padding agrees
-    floor_h = (x.shape[2] + 2 * ph - k[0]) // s[0] + 1
-    floor_w = (x.shape[3] + 2 * pw - k[1]) // s[1] + 1
-    if (floor_h, floor_w) != (oh, ow):
-        return None
-    return k, s, (ph, pw), (x.shape[0], x.shape[1], oh, ow)
-
-
-def _pool_forward(xp, x, mode, kernel_size, stride, padding, ceil_mode):
-    args = _pool_args(x, kernel_size, stride, padding, ceil_mode)
-    if args is None:
-        return NotImplemented
-    api, _ = _cudnn()
-    k, s, pad, out_shape = args
-    y = xp.empty(out_shape, dtype=x.dtype)
-    return _run(api.pooling_forward, x, y, k, s, pad, mode)
-
-
-def _max_mode(lib):
-    # deterministic: each window's gradient goes to one maximum, without atomics
-    return getattr(lib, "CUDNN_POOLING_MAX_DETERMINISTIC", lib.CUDNN_POOLING_MAX)
-
-
-def _avg_mode(lib, exclusive):
-    if exclusive:
-        return lib.CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING
-    return lib.CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
-
-
-def max_pool2d(xp, x, kernel_size, stride=None, padding=0, ceil_mode=False):
-    """Max pooling through cudnnPoolingForward (padding counts as -inf)."""
-    if not _usable(xp, x):
-        return NotImplemented
-    return _pool_forward(xp, x, _max_mode(_cudnn()[1]), kernel_size, stride, padding, ceil_mode)
-
-
-def max_pool2d_grad(xp, x, y, dy, kernel_size, stride=None, padding=0, ceil_mode=False):
-    """The gradient of max pooling through cudnnPoolingBackward."""
-    if not _usable(xp, x, y, dy):
-        return NotImplemented
-    args = _pool_args(x, kernel_size, stride, padding, ceil_mode)
-    if args is None or tuple(y.shape) != args[3] or tuple(dy.shape) != args[3]:
-        return NotImplemented
-    api, lib = _cudnn()
-    k, s, pad, _ = args
-    return _run(api.pooling_backward, x, y, dy, k, s, pad, _max_mode(lib))
-
-
-def avg_pool2d(xp, x, kernel_size, stride=None, padding=0, ceil_mode=False, exclusive=True):
-    """Average pooling through cudnnPoolingForward."""
-    if not _usable(xp, x):
-        return NotImplemented
-    mode = _avg_mode(_cudnn()[1], exclusive)
-    return _pool_forward(xp, x, mode, kernel_size, stride, padding, ceil_mode)
-
-
-def avg_pool2d_grad(
-    xp, x, dy, kernel_size, stride=None, padding=0, ceil_mode=False, exclusive=True
-):
-    """The gradient of average pooling through cudnnPoolingBackward.
-
-    cudnnPoolingBackward takes the forward output too; it is recomputed here
-    (one cheap pooling) since the op does not keep it.
-    """
-    if not _usable(xp, x, dy):
-        return NotImplemented
-    mode = _avg_mode(_cudnn()[1], exclusive)
-    args = _pool_args(x, kernel_size, stride, padding, ceil_mode)
-    if args is None or tuple(dy.shape) != args[3]:
-        return NotImplemented
-    api, _ = _cudnn()
-    k, s, pad, out_shape = args
-    y = _run(api.pooling_forward, x, xp.empty(out_shape, dtype=x.dtype), k, s, pad, mode)
-    if y is NotImplemented:
-        return NotImplemented
-    return _run(api.pooling_backward, x, y, dy, k, s, pad, mode)
+    return _run(xp, "backward_filter", x, dy, w_shape, (stride, padding, dilation))

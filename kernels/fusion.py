@@ -23,14 +23,10 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
-from dy2stat.kernels.fusion_cuda import (
-    C_EXPR,
-    FusedKernel,
-    cached_kernels,
-    cuda_source,
-    get_kernel,
-    launch,
-)
+import numpy
+
+from dy2stat.kernels import fusion_cuda
+from dy2stat.kernels.fusion_cuda import C_EXPR, FusedKernel, cached_kernels, cuda_source, get_kernel
 from dy2stat.kernels.fusion_expr import OPS, Expr, broadcast_shapes, check_arity, parse
 
 __all__ = [
@@ -207,6 +203,20 @@ def evaluate(xp, expr, inputs):
     if code is None:
         code = host_code(xp, e, key[2])
     return code.run(*inputs)
+
+
+def _reference(e: Expr):
+    """What a fused kernel computes, over its own arguments (inputs, out, ...), in NumPy."""
+
+    def reference(*args):
+        numpy.copyto(args[e.arity], evaluate(numpy, e, list(args[:e.arity])))
+
+    return reference
+
+
+def launch(xp, expr, inputs):
+    """The expr over CuPy arrays as one generated CUDA kernel (``fusion_cuda.launch``)."""
+    return fusion_cuda.launch(xp, expr, inputs, reference=_reference)
 
 
 _RUNNERS = {"numpy": evaluate, "cupy": launch}

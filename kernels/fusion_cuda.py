@@ -10,8 +10,9 @@ maximum/minimum), poured into one ``string.Template``. Broadcast inputs are
 read through per-dim element strides passed as arguments.
 
 ``get_kernel`` caches ``FusedKernel``s (``.name``, ``.source``, compiled on
-first use through ``xp.RawKernel``) by (expr, dtypes, ranks, layout,
-device); ``cached_kernels()`` lists them for reading or compiling them all.
+first use through ``xp.RawKernel``, once per device) by (expr, dtypes,
+ranks, layout), each registered in ``kernels.cuda_kernels``;
+``cached_kernels()`` lists them for reading or compiling them all.
 ``launch(cupy, expr, inputs)`` picks the layout, compiles once and runs.
 
 float16 has no C path yet: ``cuda_source`` refuses it (the fusion pass does
@@ -28,9 +29,11 @@ from dataclasses import dataclass, field
 
 import numpy
 
+from dy2stat.kernels import cuda_kernels
 from dy2stat.kernels.fusion_expr import Step, broadcast_shapes, check_arity, check_types, parse
 
-__all__ = ["C_EXPR", "FusedKernel", "cached_kernels", "cuda_source", "get_kernel", "launch"]
+__all__ = ["C_EXPR", "FusedKernel", "c_expression", "c_type", "cached_kernels", "cuda_source",
+           "get_kernel", "helpers_for", "launch", "literal"]
 
 _CTYPES = {
     "bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
@@ -220,6 +223,34 @@ def _c_expr(step: Step, operands: list[str], dtypes: list[numpy.dtype]) -> str:
     return string.Template(text).substitute(subs)
 
 
+def c_expression(op: str, operands: list[str], dtypes, dtype, attrs: dict) -> str:
+    """The C expression of one elementwise ``op`` over the C expressions ``operands``
+    (of ``dtypes``), giving ``dtype`` (what a fused kernel computes per element; the
+    loops lowered to CUDA use it too). ``attrs`` are the op's, defaults filled in."""
+    step = Step(op, (), dict(attrs), numpy.dtype(dtype))
+    return _c_expr(step, list(operands), [numpy.dtype(d) for d in dtypes])
+
+
+def c_type(dtype) -> str:
+    """The C type of ``dtype`` (KeyError: no C form, e.g. float16)."""
+    return _CTYPES[numpy.dtype(dtype).name]
+
+
+def literal(value, dtype) -> str:
+    """A C literal of ``dtype`` holding ``value`` as NumPy converts it."""
+    return _literal(value, numpy.dtype(dtype))
+
+
+def helpers_for(code: str) -> str:
+    """The device helpers (``fe_max_float`` ...) that ``code`` calls, defined."""
+    used = sorted({m.group(1, 2) for m in _HELPER_USE.finditer(code)})
+    ctype_of = {t.replace(" ", "_"): t for t in _CTYPES.values()}
+    return "\n".join(
+        string.Template(_HELPERS[h]).substitute(
+            T=ctype_of[n], N=n, f="f" if ctype_of[n] == "float" else "")
+        for h, n in used)
+
+
 def _signature(dtypes, ndims, dense) -> tuple:
     n = len(dtypes)
     dtypes = tuple(numpy.dtype(d).name for d in dtypes)
@@ -274,16 +305,10 @@ def cuda_source(expr, dtypes, ndims, dense=None) -> str:
         body.append(f"    const {_CTYPES[step.dtype.name]} v{slot} = "
                     f"({_CTYPES[step.dtype.name]})({text});")
         names.append(f"v{slot}")
-    used = sorted({m.group(1, 2) for m in _HELPER_USE.finditer("\n".join(body))})
-    ctype_of = {t.replace(" ", "_"): t for t in _CTYPES.values()}
-    helpers = [
-        string.Template(_HELPERS[h]).substitute(
-            T=ctype_of[n], N=n, f="f" if ctype_of[n] == "float" else "")
-        for h, n in used
-    ]
+    helpers = helpers_for("\n".join(body))
     digest = hashlib.sha1(repr((e.key, dtypes, ndims, dense)).encode()).hexdigest()[:16]
     return _KERNEL.substitute(
-        ops=", ".join(s.op for s in e.steps), helpers="\n".join(helpers),
+        ops=", ".join(s.op for s in e.steps), helpers=helpers,
         name=f"fused_{digest}", params=",\n    ".join(params), body="\n".join(body),
         result=names[-1],
     )
@@ -291,42 +316,37 @@ def cuda_source(expr, dtypes, ndims, dense=None) -> str:
 
 @dataclass
 class FusedKernel:
-    """One generated kernel: ``source`` (CUDA C) and its entry point ``name``."""
+    """One generated kernel: ``source`` (CUDA C) and its entry point ``name``
+    (registered in ``kernels.cuda_kernels``)."""
 
     key: tuple
     name: str
     source: str
-    _compiled: dict = field(default_factory=dict, repr=False)
+    kernel: cuda_kernels.CudaKernel = field(repr=False)
 
     def function(self, xp):
-        """The compiled ``xp.RawKernel`` (compiled on first use)."""
-        fn = self._compiled.get("fn")
-        if fn is None:
-            try:
-                fn = xp.RawKernel(self.source, self.name)
-                fn.compile()
-            except Exception as exc:
-                numbered = "\n".join(f"{i + 1:4} {line}"
-                                     for i, line in enumerate(self.source.splitlines()))
-                raise RuntimeError(f"fused kernel {self.name} failed to compile: {exc}\n"
-                                   f"source (FusedKernel.source):\n{numbered}") from exc
-            self._compiled["fn"] = fn
-        return fn
+        """The compiled ``xp.RawKernel`` for the current device (compiled on first use)."""
+        return cuda_kernels.function(xp, self.kernel)
 
 
 _KERNELS: dict[tuple, FusedKernel] = {}
 
 
-def get_kernel(expr, dtypes, ndims, dense=None, device=None) -> FusedKernel:
-    """The cached kernel for (expr, input dtypes, ranks, layout, device)."""
+def get_kernel(expr, dtypes, ndims, dense=None, reference=None) -> FusedKernel:
+    """The cached kernel for (expr, input dtypes, ranks, layout); each device compiles
+    its own copy (``function``). ``reference(expr)`` gives the NumPy function of the
+    kernel's arguments registered with it."""
     e = parse(expr)
     sig = _signature(dtypes, ndims, dense)
-    key = (e.key, *sig, device)
+    key = (e.key, *sig)
     kernel = _KERNELS.get(key)
     if kernel is None:
         source = cuda_source(e, *sig)
         name = re.search(r"void (fused_[0-9a-f]+)\(", source).group(1)
-        kernel = _KERNELS[key] = FusedKernel(key, name, source)
+        registered = cuda_kernels.register(name, source, None)
+        kernel = _KERNELS[key] = FusedKernel(key, name, source, registered)
+    if reference is not None and kernel.kernel.reference is None:
+        kernel.kernel.reference = reference(e)
     return kernel
 
 
@@ -339,8 +359,9 @@ _THREADS = 256
 _MAX_BLOCKS = 65535 * 4
 
 
-def launch(xp, expr, inputs):
-    """Run the generated kernel on CuPy arrays; returns a new array of the expr's dtype."""
+def launch(xp, expr, inputs, reference=None):
+    """Run the generated kernel on CuPy arrays; returns a new array of the expr's dtype
+    (``reference``: see ``get_kernel``)."""
     e = parse(expr)
     check_arity(e, len(inputs))
     arrays = [a if isinstance(a, xp.ndarray) else xp.asarray(a) for a in inputs]
@@ -366,8 +387,7 @@ def launch(xp, expr, inputs):
             a_strides = [0 if d == 1 and shape[lead + j] != 1 else s // a.itemsize
                          for j, (d, s) in enumerate(zip(a.shape, a.strides))]
         strides.extend(numpy.int64(s) for s in a_strides)
-    device = xp.cuda.runtime.getDevice()
-    kernel = get_kernel(e, [a.dtype for a in arrays], ndims, dense, device)
+    kernel = get_kernel(e, [a.dtype for a in arrays], ndims, dense, reference=reference)
     args = [*arrays, out, numpy.int64(n)]
     if strides:  # the kernel walks the last ``rank`` dims; any before them are 1
         rank = max(ndims)

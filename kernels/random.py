@@ -1,4 +1,4 @@
-"""Random draws over numpy or cupy, from one global generator per array module.
+"""Random draws over numpy or cupy, from one global generator per array module and device.
 
 ``seed(n)`` reseeds every module's global generator (the CuPy one is built
 lazily, on the first draw on the GPU, so seeding never touches a device).
@@ -9,7 +9,7 @@ instead, so it gives the same values every time (a deterministic op).
 import numpy
 
 _seed = None  # the last global seed; None: fresh entropy
-_generators = {}  # array module name -> its global Generator
+_generators = {}  # (array module name, device) -> its global Generator
 
 
 def seed(n) -> None:
@@ -22,9 +22,10 @@ def seed(n) -> None:
 def _generator(xp, seed=0):
     if seed:
         return xp.random.default_rng(seed)
-    gen = _generators.get(xp.__name__)
-    if gen is None:
-        gen = _generators[xp.__name__] = xp.random.default_rng(_seed)
+    key = (xp.__name__, xp.cuda.runtime.getDevice() if xp is not numpy else None)
+    gen = _generators.get(key)
+    if gen is None:  # each GPU draws with its own (a generator's state lives on one)
+        gen = _generators[key] = xp.random.default_rng(_seed)
     return gen
 
 

@@ -26,6 +26,7 @@ names) and reuses it for every run.
 from __future__ import annotations
 
 import builtins
+import copy
 import linecache
 import operator
 import weakref
@@ -33,11 +34,13 @@ import weakref
 import numpy
 
 from dy2stat.runtime import codegen, lower, passes, shapes
-from dy2stat.runtime.codegen import Function, Module
+from dy2stat.runtime.codegen import Function, Module, cuda_graphs, host_scalars
 from dy2stat.runtime.ir import Program
+from dy2stat.runtime.ops.control_flow import CONTROL_FLOW
+from dy2stat.runtime.passes.constant_folding import evaluate
 from dy2stat.runtime.quoting import quote
 
-__all__ = ["Executor", "Plan", "Scope", "compile"]
+__all__ = ["Executor", "GpuPlan", "Plan", "Scope", "compile"]
 
 
 class Scope:
@@ -144,6 +147,22 @@ class Plan:
             if self._until_native <= 0:
                 self._until_native = 0
                 self.tier.start(self)
+        args = self._checked_args(feeds)
+        S = scope._values if isinstance(scope, Scope) else scope
+        params = self._params(S)
+        try:
+            if not self._uses_worker:
+                return list(self._fn(S, *args, *params))
+            if not codegen.blas_on_one_thread():  # eager's products, eager's bits
+                return list(self._fn_here(S, *args, *params))
+            with codegen.sharing_cores:
+                return list(self._fn(S, *args, *params))
+        except Exception as exc:
+            self._annotate(exc)
+            raise
+
+    def _checked_args(self, feeds: dict) -> list:
+        """The feeds in the function's order, checked against the data variables."""
         if feeds.keys() != self._feed_set:
             self._feed_mismatch(feeds)
         args = []
@@ -163,25 +182,18 @@ class Plan:
                 if s[i] != d:
                     _shape_error(name, shape, s)
             args.append(a)
-        S = scope._values if isinstance(scope, Scope) else scope
-        params = ()
-        if self._load is not None:
-            try:
-                params = self._load(S)
-            except KeyError:
-                missing = next(n for n in self.persistables if n not in S)
-                raise RuntimeError(f"parameter {quote(missing)} has no value: "
-                                   "run the startup program first") from None
+        return args
+
+    def _params(self, S) -> tuple:
+        """The persistables' values in ``S``, in the function's order."""
+        if self._load is None:
+            return ()
         try:
-            if not self._uses_worker:
-                return list(self._fn(S, *args, *params))
-            if not codegen.blas_on_one_thread():  # eager's products, eager's bits
-                return list(self._fn_here(S, *args, *params))
-            with codegen.sharing_cores:
-                return list(self._fn(S, *args, *params))
-        except Exception as exc:
-            self._annotate(exc)
-            raise
+            return self._load(S)
+        except KeyError:
+            missing = next(n for n in self.persistables if n not in S)
+            raise RuntimeError(f"parameter {quote(missing)} has no value: "
+                               "run the startup program first") from None
 
     def _swap_native(self, mod: Module, fn: Function, source: str, regions: list) -> None:
         """Run the native form from the next call on (the same values, another code)."""
@@ -275,19 +287,23 @@ def compile(program: Program, feed_names, fetch_names, xp=numpy,  # noqa: A001
     source_program = program
     if optimize and _nested_properly(program):  # else code generation says what is wrong
         program = passes.optimize(program, fetch_names)
-    overlap_ops = xp is numpy and (codegen.overlap.enabled if overlap is None else overlap)
+    if xp is not numpy:
+        return _gpu_plan(source_program, program, feed_names, fetch_names, xp, optimize)
+    overlap_ops = codegen.overlap.enabled if overlap is None else overlap
     mod, fn, persistables, source = _generate(program, feed_names, fetch_names, xp, overlap_ops)
     plan = Plan(source_program, feed_names, fetch_names, persistables, mod, fn, source, program)
     weakref.finalize(plan, linecache.cache.pop, mod.filename, None)
-    if (lower.settings.active if native is None else native) and xp is numpy:
+    if lower.settings.active if native is None else native:
         _attach_tier(plan, program, feed_names, fetch_names, overlap_ops)
     return plan
 
 
-def _generate(program: Program, feed_names, fetch_names, xp, overlap_ops: bool, lowering=None):
-    """The generated module of a plan: ``(module, block 0's function, persistables, source)``."""
+def _generate(program: Program, feed_names, fetch_names, xp, overlap_ops: bool, lowering=None,
+              loop_graphs: list | None = None):
+    """The generated module of a plan: ``(module, block 0's function, persistables, source)``;
+    ``loop_graphs`` collects the loops that replay a captured graph per iteration."""
     block = program.global_block()
-    mod = Module(program, xp, lowering)
+    mod = Module(program, xp, lowering, loop_graphs)
     fn = Function(mod, "block_0", list(block.ops), [block], feed_names, fetch_names,
                   overlap_ops=overlap_ops)
     persistables = []
@@ -307,6 +323,170 @@ def _generate(program: Program, feed_names, fetch_names, xp, overlap_ops: bool, 
     exec(code, mod.ns)  # our own generated text: see the module docstring
     linecache.cache[mod.filename] = (len(source), None, source.splitlines(True), mod.filename)
     return mod, fn, persistables, source
+
+
+# ------------------------------------------------------------- on a GPU
+
+
+class GpuPlan(Plan):
+    """A plan on a GPU (CuPy): elementwise chains fused into one kernel each, loops
+    that lower run as one kernel (``lower.cuda``), compiled once per device (its
+    constants live on one), and -- when it runs straight through -- captured as a
+    CUDA graph on the second call of a feed signature and replayed from then on
+    (``codegen.cuda_graphs``). ``not_captured`` says why a plan is not (None: it
+    is, or will be); a loop left on the host may still replay its iterations as a
+    graph (``loop_graphs``)."""
+
+    def __init__(self, *args, regenerate, not_captured: str | None, loop_graphs: list):
+        super().__init__(*args)
+        self._regenerate = regenerate  # (module, function) of this plan for the current device
+        self._device = self.xp.cuda.runtime.getDevice()
+        self._forms = {self._device: (self._fn, self._filename, self._line_ops)}
+        self.not_captured = not_captured
+        self.graphs: dict = {}  # (device, feed shapes and dtypes) -> cuda_graphs.Captured
+        self.loop_kernels: list = []  # the CudaKernels its lowered loops run
+        self.loop_graphs = loop_graphs  # its cuda_graphs.LoopGraphs (every device's)
+        self._seen: set = set()  # signatures run once (uncaptured: compiles, warms the pools)
+
+    def run(self, feeds: dict, scope: Scope | dict) -> list:
+        device = self.xp.cuda.runtime.getDevice()
+        if device != self._device:
+            self._use_device(device)
+        args = self._checked_args(feeds)
+        S = scope._values if isinstance(scope, Scope) else scope
+        params = self._params(S)
+        if self.not_captured is None:
+            key = (device, *[(a.shape, a.dtype) for a in args])
+            captured = self.graphs.get(key)
+            if captured is not None:
+                return captured.replay(args, params, S)
+            if key in self._seen and not self.xp.cuda.get_current_stream().is_capturing():
+                try:
+                    captured = cuda_graphs.capture(self.xp, self._fn, args, params,
+                                                   self.persistables, S)
+                except cuda_graphs.NotCapturable as exc:
+                    self.not_captured = f"its capture failed ({exc})"
+                else:
+                    self.graphs[key] = captured
+                    return captured.replay(args, params, S)
+            self._seen.add(key)
+        try:
+            return list(self._fn(S, *args, *params))
+        except Exception as exc:
+            self._annotate(exc)
+            raise
+
+    def _use_device(self, device: int) -> None:
+        """Run on ``device`` from now on: this plan's code compiled for it (once)."""
+        form = self._forms.get(device)
+        if form is None:
+            with self.xp.cuda.Device(device):
+                mod, fn = self._regenerate()
+            weakref.finalize(self, linecache.cache.pop, mod.filename, None)
+            form = self._forms[device] = (mod.ns[fn.name], mod.filename, mod.line_ops)
+        self._fn, self._filename, self._line_ops = form
+        self._device = device
+
+
+def _gpu_plan(source_program, program, feed_names, fetch_names, xp, optimize) -> GpuPlan:
+    lowering = lower.cuda.lowering(xp) if optimize else None
+    loop_graphs = [] if _can_capture(xp) is None else None
+    if optimize and _nested_properly(program):
+        program = _fused(program, fetch_names, lowering, loop_graphs is not None)
+
+    def regenerate():
+        mod, fn, _, _ = _generate(program, feed_names, fetch_names, xp, False, lowering,
+                                  loop_graphs)
+        return mod, fn
+
+    mod, fn, persistables, source = _generate(program, feed_names, fetch_names, xp, False,
+                                              lowering, loop_graphs)
+    plan = GpuPlan(source_program, feed_names, fetch_names, persistables, mod, fn, source,
+                   program, regenerate=regenerate, loop_graphs=loop_graphs or [],
+                   not_captured=_not_capturable(xp, program, fn))
+    plan.loop_kernels = lowering.kernels if lowering is not None else []
+    weakref.finalize(plan, linecache.cache.pop, mod.filename, None)
+    return plan
+
+
+def _fused(program: Program, fetch_names, lowering, loop_graphs: bool = False) -> Program:
+    """``program`` with its elementwise chains fused (one kernel each), except in the
+    blocks of loops that stay on the host with counters: there the counter's
+    comparisons and steps stay ops of their own, run on Python ints
+    (``codegen.host_scalars``), which fusing them with device values would undo.
+    (A loop that replays its iterations as a graph, with ``loop_graphs``, keeps
+    its counters on the device, inside the graph.)"""
+    protected = _host_counter_blocks(program, lowering, loop_graphs)
+    if not protected:
+        return passes.fuse_elementwise(program, fetch_names)
+    reads = {n for idx in protected for op in program.blocks[idx].ops
+             for n in op.input_names() + op.output_names()}
+    fused = passes.fuse_elementwise(program, list(fetch_names) + sorted(reads))
+    for idx in protected:
+        fused.blocks[idx].ops = copy.deepcopy(program.blocks[idx].ops)
+        fused.blocks[idx].vars = copy.deepcopy(program.blocks[idx].vars)
+    fused.bump()
+    return fused
+
+
+def _host_counter_blocks(program: Program, lowering, loop_graphs: bool = False) -> set[int]:
+    """The blocks (and blocks below them) of the loops that do not lower to a kernel,
+    do not replay as a graph and have counters."""
+    found: set[int] = set()
+
+    def below(idx):
+        found.add(idx)
+        for op in program.blocks[idx].ops:
+            for sub in op.sub_blocks():
+                below(sub)
+
+    target = lowering.target if lowering is not None else None
+    for block in program.blocks:
+        for op in block.ops:
+            if op.type != "while" or (target is not None and lower.regions.lowerable(
+                    program, op, block.find_var, target)) or (
+                    loop_graphs and cuda_graphs.loop_accepts(program, op)):
+                continue
+            if host_scalars.loop_counters(program, op, _compile_time_value):
+                below(op.attrs["cond_block"])
+                below(op.attrs["body_block"])
+    return found
+
+
+def _compile_time_value(block, name):
+    """The value of ``name`` read in ``block`` when an input-less op of it (or of a
+    block around it) defines it, else None."""
+    while block is not None:
+        for op in block.ops:
+            if name in op.output_names():
+                if op.input_names():
+                    return None
+                values = evaluate(op, block.find_var, lambda n: None)
+                return None if values is None else values[name]
+        if name in block.vars and block.parent_idx < 0:
+            return None
+        block = block.program.blocks[block.parent_idx] if block.parent_idx >= 0 else None
+    return None
+
+
+def _can_capture(xp) -> str | None:
+    """Why GPU plans compiled now capture no CUDA graphs (None: they may)."""
+    if not cuda_graphs.settings.enabled:
+        return "the cuda_graphs flag is off"
+    if not hasattr(xp.cuda, "Stream") or not hasattr(xp.cuda.Stream, "begin_capture"):
+        return "this CuPy cannot capture streams"
+    return None
+
+
+def _not_capturable(xp, program: Program, fn: Function) -> str | None:
+    """Why a GPU plan's function cannot be captured as a CUDA graph (None: it can)."""
+    why = _can_capture(xp)
+    if why is not None:
+        return why
+    for step in fn.steps:
+        if step.op.type in CONTROL_FLOW:
+            return f"it runs a {step.op.type} op on the host (its predicate is read there)"
+    return cuda_graphs.leaves_the_device(program.all_ops())
 
 
 def _attach_tier(plan: Plan, program: Program, feed_names, fetch_names, overlap_ops) -> None:

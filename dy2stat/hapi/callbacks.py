@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 
 from dy2stat.hapi.progressbar import ProgressBar
+from dy2stat.kernels.backend import to_host
 
 __all__ = [
     "Callback", "CallbackList", "EarlyStopping", "LRScheduler", "ModelCheckpoint",
@@ -341,8 +342,8 @@ class EarlyStopping(Callback):
                           f"logs ({sorted(logs)}); nothing is checked", stacklevel=2)
             return
         current = logs[self.monitor]
-        if isinstance(current, (list, tuple, np.ndarray)):
-            current = np.asarray(current).reshape(-1)[0]
+        if isinstance(current, (list, tuple)) or hasattr(current, "shape"):
+            current = to_host(current).reshape(-1)[0]  # a device array: read on the host
         if not isinstance(current, numbers.Number) and not isinstance(current, np.generic):
             return
         current = float(current)

@@ -52,7 +52,7 @@ class _DynamicAdapter:
     def _tensor(value):
         if isinstance(value, Tensor):
             return value
-        return to_tensor(np.asarray(value))
+        return to_tensor(value if hasattr(value, "__cuda_array_interface__") else np.asarray(value))
 
     def _forward(self, inputs):
         self._convert()

@@ -83,7 +83,7 @@ class _StaticAdapter:
                              "labels=[InputSpec(...)] or batches with label fields")
         specs = []
         for i, y in enumerate(labels):
-            array = y if isinstance(y, Tensor) else np.asarray(y)
+            array = y if isinstance(y, Tensor) else to_host(y)
             specs.append(InputSpec([-1, *list(array.shape)[1:]], array.dtype, f"label_{i}"))
         self._label_specs = specs
         return specs
@@ -287,7 +287,7 @@ def _feed_names(specs, prefix: str, block, taken=()) -> list[str]:
 def _feed_value(value, spec: InputSpec):
     if isinstance(value, Tensor):
         return value
-    array = np.asarray(value)
+    array = value if hasattr(value, "__cuda_array_interface__") else np.asarray(value)
     if array.dtype != spec.dtype and np.can_cast(array.dtype, spec.dtype, "same_kind"):
         array = array.astype(spec.dtype)
     return array

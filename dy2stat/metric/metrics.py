@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from dy2stat import creation, device, ops
+from dy2stat.kernels.backend import to_host
 from dy2stat.nn.functional.common import constant_like
 from dy2stat.tensor import Tensor
 
@@ -21,7 +22,7 @@ def _numpy(value) -> np.ndarray:
         return value.numpy()
     if getattr(value, "is_static", False):
         raise TypeError("metrics compute on values, not static Variables: fetch them first")
-    return np.asarray(value)
+    return to_host(value)
 
 
 def _tensor(array: np.ndarray) -> Tensor:

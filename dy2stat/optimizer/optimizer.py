@@ -24,6 +24,7 @@ from dy2stat import device, ops
 from dy2stat.autograd import no_grad
 from dy2stat.creation import full
 from dy2stat.dispatch import apply
+from dy2stat.kernels.backend import to_host
 from dy2stat.optimizer.lr import LRScheduler
 from dy2stat.regularizer import L2Decay
 from dy2stat.runtime import dtypes
@@ -351,7 +352,7 @@ class Optimizer:
                 if key not in state_dict:
                     continue
                 value = state_dict[key]
-                array = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
+                array = value.numpy() if isinstance(value, Tensor) else to_host(value)
                 expected = [1] if acc.scalar else p.shape
                 if list(array.shape) != list(expected) and array.size != 1:
                     raise ValueError(

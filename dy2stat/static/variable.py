@@ -103,9 +103,7 @@ class Variable:
             f"a static Variable ({self.name}) cannot become a NumPy array: it has no value "
             "until the program runs; use d2s operations on it")
 
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        raise TypeError(_numpy_call_error(f"np.{ufunc.__name__}", ufunc.__name__, self.name))
-
+    # (NumPy ufuncs come here too, from the shared surface's ``__array_ufunc__``.)
     def __array_function__(self, func, types, args, kwargs):
         raise TypeError(_numpy_call_error(f"np.{func.__name__}", func.__name__, self.name))
 

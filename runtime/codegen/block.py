@@ -20,7 +20,15 @@ import itertools
 import types
 from collections import defaultdict
 
-from dy2stat.runtime.codegen import buffers, calls, constants, control_flow, host_scalars, worker
+from dy2stat.runtime.codegen import (
+    buffers,
+    calls,
+    constants,
+    control_flow,
+    cuda_graphs,
+    host_scalars,
+    worker,
+)
 from dy2stat.runtime.codegen.control_flow import targets, tuple_text
 from dy2stat.runtime.ir import Block, Operator, Program, Var
 from dy2stat.runtime.ops.control_flow import CONTROL_FLOW, attr_names
@@ -54,7 +62,7 @@ class _Value:
 
 class _Step:
     __slots__ = ("index", "number", "op", "opdef", "attrs", "ins", "outs", "reads", "subs",
-                 "join", "constant", "counters", "native", "rebound")
+                 "join", "constant", "counters", "native", "rebound", "replays")
 
     def __init__(self, index, number, op, opdef, attrs):
         self.index, self.op, self.opdef, self.attrs = index, op, opdef, attrs
@@ -70,6 +78,7 @@ class _Step:
         # Persistables a cond's branches or a while's body write (running statistics):
         # read again from the scope after the op, as new values of their names here.
         self.rebound: list[_Value] = []
+        self.replays = False  # a while whose iterations replay a captured graph
 
 
 class Module:
@@ -77,9 +86,11 @@ class Module:
 
     _ids = itertools.count()
 
-    def __init__(self, program: Program, xp, lowering=None):
+    def __init__(self, program: Program, xp, lowering=None, loop_graphs: list | None = None):
         self.program, self.xp = program, xp
         self.lowering = lowering  # lowers regions to native code (``runtime.lower``), or None
+        # On a GPU: the loops replaying their iterations as a graph (``cuda_graphs``), or None
+        self.loop_graphs = loop_graphs
         self.ns: dict = {"xp": xp, "_pred": control_flow.pred}
         self.functions: list[list[str]] = []
         self.line_ops: dict[int, str] = {}  # line number -> the op it runs
@@ -283,7 +294,10 @@ class Function:
             step.ins.append(group)
             step.reads += group
         if op.type in CONTROL_FLOW:
-            if op.type == "while":
+            if op.type == "while" and self.mod.loop_graphs is not None and (
+                    cuda_graphs.loop_accepts(self.mod.program, op)):
+                step.replays = True  # its counters stay on the device, in the graph
+            elif op.type == "while":
                 step.counters = host_scalars.loop_counters(self.mod.program, op,
                                                            self._constant_in)
             for fn in self._sub_functions(where, op, attrs, step.counters):
@@ -533,6 +547,12 @@ class Function:
             cond = f"{fn_c.name}({', '.join(['S', *carried, *free_c])})"
             body = f"{fn_b.name}({', '.join(['S', *carried, *free_b])})"
             stack = outs[1][0] if outs[1] else None
+            if step.replays:
+                loop = cuda_graphs.LoopGraphs(mod.xp, mod.ns, fn_c.name, fn_b.name)
+                mod.loop_graphs.append(loop)
+                call = ", ".join(["S", tuple_text(ins[0]), tuple_text(free_c),
+                                  tuple_text(free_b)])
+                return [f"    {targets(carried)}{mod.const(loop, 'loop_')}({call})"]
             initial = list(ins[0])
             for k in step.counters:  # a Python int for the whole loop
                 initial[k] = mod.const(int(step.ins[0][k].const))

@@ -5,17 +5,19 @@
 - ``loops``: the CPU target's code generator (a region -> one function's source);
 - ``regions``: which runs of ops lower (``Lowering``: target, relaxed);
 - ``native``: compiling with Numba, and the disk cache keyed by content;
-- ``tier``: when a plan goes native (called often; background thread; swap).
+- ``tier``: when a plan goes native (called often; background thread; swap);
+- ``cuda``: the CUDA target's rules, and ``CudaLowering`` (a GPU plan's loops);
+- ``cuda_loops``: its code generator (a ``while`` -> one kernel of one block).
 
-A CUDA target adds its rules under ``"cuda"`` and its own code generator;
-regions, the table and the tier serve both.
+The two targets share the table and ``regions``; the tier is the CPU's (a GPU
+plan lowers its loops when it compiles).
 """
 
 from __future__ import annotations
 
 import warnings
 
-from dy2stat.runtime.lower import cpu, loops, native, regions, rules, tier  # noqa: F401 (rules)
+from dy2stat.runtime.lower import cpu, cuda, loops, native, regions, rules, tier  # noqa: F401
 from dy2stat.runtime.lower.native import NativeTierWarning
 from dy2stat.runtime.lower.regions import Lowering
 from dy2stat.runtime.lower.rules import LOWERINGS, register_lowering, rule_for

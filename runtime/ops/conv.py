@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numbers
 
-from dy2stat.kernels import cudnn
+from dy2stat.kernels import cudnn, pool_cuda
 from dy2stat.kernels import nn as nnk
 from dy2stat.runtime import dtypes, shapes
 from dy2stat.runtime.ops.nn import _check_float
@@ -40,16 +40,17 @@ def _pair(value, name, op):
 
 # Faster kernels for one array module, tried before the generic kernel; one
 # returning NotImplemented (cuDNN missing, a dtype or case it cannot take)
-# hands the call to the generic kernel.
+# hands the call to the generic kernel. On CuPy: convolutions through the
+# cuDNN frontend, pooling as one CUDA kernel per call.
 BACKEND_KERNELS = {
     "cupy": {
         "conv2d": cudnn.conv2d,
         "conv2d_grad_input": cudnn.conv2d_grad_input,
         "conv2d_grad_filter": cudnn.conv2d_grad_filter,
-        "max_pool2d": cudnn.max_pool2d,
-        "max_pool2d_grad": cudnn.max_pool2d_grad,
-        "avg_pool2d": cudnn.avg_pool2d,
-        "avg_pool2d_grad": cudnn.avg_pool2d_grad,
+        "max_pool2d": pool_cuda.max_pool2d,
+        "max_pool2d_grad": pool_cuda.max_pool2d_grad,
+        "avg_pool2d": pool_cuda.avg_pool2d,
+        "avg_pool2d_grad": pool_cuda.avg_pool2d_grad,
     },
 }
 

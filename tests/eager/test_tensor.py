@@ -69,6 +69,31 @@ def test_operators_match_numpy():
         assert got.dtype == want.dtype, name
 
 
+NUMPY_SCALAR_SIDES = {
+    "mul": lambda a, b: a * b, "sub": lambda a, b: a - b, "div": lambda a, b: a / b,
+    "pow": lambda a, b: a ** b, "lt": lambda a, b: a < b, "ge": lambda a, b: a >= b,
+    "eq": lambda a, b: a == b,
+}
+
+
+@pytest.mark.parametrize("name", list(NUMPY_SCALAR_SIDES))
+@pytest.mark.parametrize("convert", [False, True], ids=["eager", "converted"])
+def test_a_numpy_scalar_on_either_side_is_a_scalar(name, convert):
+    """``np.float32(2) < x`` gives a tensor as ``x > np.float32(2)`` does (NumPy hands
+    the scalar to the tensor's ufunc hook, as a 0-d array for comparisons)."""
+    op = NUMPY_SCALAR_SIDES[name]
+
+    def f(x):
+        return op(np.float32(1.5), x), op(x, np.float32(1.5))
+
+    host = np.array([1.0, 2.0, 1.5], "float32")
+    fn = d2s.jit.to_static(f) if convert else f
+    left, right = fn(d2s.to_tensor(host))
+    for got, want in ((left, op(np.float32(1.5), host)), (right, op(host, np.float32(1.5)))):
+        assert isinstance(got, d2s.Tensor) and got.dtype == want.dtype
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+
+
 def test_reductions_return_0d_and_keep_axes():
     x = d2s.to_tensor(np.arange(6, dtype="float32").reshape(2, 3))
     assert x.sum().shape == [] and x.mean().shape == [] and x.max().shape == []

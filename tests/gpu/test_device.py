@@ -8,7 +8,7 @@ import pytest
 
 import dy2stat as d2s
 from dy2stat import device, dispatch, flags, jit, nn, static
-from dy2stat.kernels import backend, cudnn
+from dy2stat.kernels import backend, cudnn, pool_cuda
 from dy2stat.runtime.ops import conv as nn_ops
 from dy2stat.runtime.registry import get_op
 from dy2stat.tensor import Tensor
@@ -98,11 +98,11 @@ def test_the_backend_table_picks_a_module_kernel_and_falls_back(monkeypatch):
     assert isinstance(y, np.ndarray) and y.shape == (1, 2, 2, 2) and len(calls) == 2
 
 
-def test_cudnn_kernels_decline_what_they_cannot_run():
+def test_gpu_kernels_decline_host_arrays():
     x, w = np.ones((1, 1, 4, 4)), np.ones((1, 1, 3, 3))
     assert cudnn.conv2d(np, x, w) is NotImplemented  # host arrays: never cuDNN
-    assert cudnn.max_pool2d(np, x, 2) is NotImplemented
-    assert cudnn.avg_pool2d_grad(np, x, np.ones((1, 1, 2, 2)), 2) is NotImplemented
+    assert pool_cuda.max_pool2d(np, x, 2) is NotImplemented
+    assert pool_cuda.avg_pool2d_grad(np, x, np.ones((1, 1, 2, 2)), 2) is NotImplemented
     if not backend.has_cupy():
         assert not cudnn.available()
 

@@ -18,7 +18,8 @@ def test_defaults_and_reading():
                                  "native_tier": lower.native.available(),
                                  "native_after_calls": 100,
                                  "native_relaxed": False,  # opt-in: another rounding
-                                 "native_cache_dir": ""}
+                                 "native_cache_dir": "",
+                                 "cuda_graphs": True, "gpu_loop_kernels": True}
     assert flags.get_flags("FLAGS_use_cudnn") == {"FLAGS_use_cudnn": True}
     assert flags.get_flags(["cudnn_deterministic"]) == {"cudnn_deterministic": False}
     assert set(flags.describe()) == set(flags.get_flags())
