@@ -254,6 +254,10 @@ class _Slot:
         if _grown_differently(t, f):
             element = (t if len(t) > len(f) else f)[-1]
             raise _Replan(self.index, ("array", values.Spec.of(element)))
+        array = t if isinstance(t, TensorArray) else f
+        if isinstance(array, TensorArray) and isinstance(t if array is f else f, list):
+            # An if inside one branch made the list a tensor array: so must this one.
+            raise _Replan(self.index, ("array", values.Spec.of(array.buffer[0])))
         if values.is_number(t) and _same_python_value(t, f):
             return (f if ty is not None else None), t  # the same number either way: kept
         if ty is not None:

@@ -102,7 +102,9 @@ class Expressions:
         if names:
             forms += [f"({rnd.choice(names)} + {self.scalar_literal()})",
                       f"({rnd.choice(names)} * {self.scalar_literal()})"]
-        if "habits" in self.gen.features and depth < 2 and rnd.random() < 0.2:
+        # (max/min and and/or of tensors are Python's own in not_to_static code: left out)
+        if "habits" in self.gen.features and depth < 2 and rnd.random() < 0.2 and not (
+                getattr(self, "python_only", False)):
             u = self.expr_T(scope, depth + 1)
             return Expr(self.mark("habits", rnd.choice((
                 f"max({t}.sum(), {u}.mean())", f"min({t}.max(), {self.scalar_literal()})",
