@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
+from dy2stat.kernels import select
 from dy2stat.kernels.fusion_cuda import (
     C_EXPR,
     FusedKernel,
@@ -80,7 +81,8 @@ def _scale(g, dst, args, out, step):
 
 def _clip(g, dst, args, out, step):
     bounds = [step.attrs.get("min", -math.inf), step.attrs.get("max", math.inf)]
-    lo, hi = ("None" if b is None else g.const(step.dtype.type(b)) for b in bounds)
+    lo, hi = ("None" if b is None else g.const(select.clip_bound(b, step.dtype))
+              for b in bounds)
     return [f"{dst} = {g.fn('clip')}({args[0]}, {lo}, {hi}{g.out(out)})"]
 
 
