@@ -3,8 +3,10 @@ program agree.
 
 Each op's cases (``cases_*.py``) are rerun with their tensors cast to each of
 dy2stat's dtypes: the float inputs all at once, and each input on its own (a
-float16 value beside float64 parameters, an int32 index, a float mask). For
-each variant:
+float16 value beside float64 parameters, an int32 index, a float mask); a
+``dtype`` attr takes each dtype too. The elementwise ops and the reductions
+also run on random shapes (broadcasting, axes, keepdim), mixed dtypes and
+Python numbers. For each variant:
 
 - static inference refuses it exactly when the eager op refuses it, with the
   same exception type and a message naming the op;
