@@ -80,8 +80,10 @@ def apply(op_type: str, *inputs, **attrs):
             arrays.append(_array_of(x, op))
     if op.promote:
         _promote(op, arrays)
-    if op.dtypes is not None:
-        _check_dtype(op, arrays)
+    if op.input_dtypes:
+        op.check_dtypes(arrays)  # what static inference refuses, eager refuses too
+    if op.eager_infer:
+        op.infer(*[_meta(a) for a in arrays], **op.full_attrs(attrs))
     if _NO_CUPY:
         xp = np
     elif numpy_scalars is None:
@@ -208,13 +210,6 @@ def _promote(op, arrays):
                 arrays[i] = np.asarray(a, dtype=target)
         elif a.dtype != target:
             arrays[i] = a.astype(target)
-
-
-def _check_dtype(op, arrays):
-    for a in arrays:
-        if a is not None and type(a) not in _SCALARS and not isinstance(a, list):
-            op.check_dtype(a.dtype)
-            return
 
 
 def _array_module(op, arrays):

@@ -9,6 +9,7 @@ import numpy as _np
 
 from dy2stat import default_dtype as _default_dtype
 from dy2stat.dispatch import apply, binary, unary
+from dy2stat.runtime import dtypes
 from dy2stat.runtime.ops.linalg import normalize_equation as _normalize_equation
 from dy2stat.runtime.registry import OPS as _OPS
 
@@ -181,8 +182,9 @@ def cast(x, dtype):
 
 
 def _dtype_name(dtype) -> str:
-    from_python = {float: "float32", int: "int64", bool: "bool"}
-    return from_python.get(dtype) or str(getattr(dtype, "name", dtype))
+    """The name of a dtype argument; one dy2stat has no ops for is refused here, as a
+    program refuses it (eager NumPy would compute with it)."""
+    return dtypes.as_dtype(dtype, where="dtype").name
 
 
 # ------------------------------------------------------------- comparison

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import numpy
 
-from dy2stat.kernels import fusion_cuda
+from dy2stat.kernels import fusion_cuda, select
 from dy2stat.kernels.fusion_cuda import C_EXPR, FusedKernel, cached_kernels, cuda_source, get_kernel
 from dy2stat.kernels.fusion_expr import OPS, Expr, broadcast_shapes, check_arity, parse
 
@@ -76,7 +76,8 @@ def _scale(g, dst, args, out, step):
 
 def _clip(g, dst, args, out, step):
     bounds = [step.attrs.get("min", -math.inf), step.attrs.get("max", math.inf)]
-    lo, hi = ("None" if b is None else g.const(step.dtype.type(b)) for b in bounds)
+    lo, hi = ("None" if b is None else g.const(select.clip_bound(b, step.dtype))
+              for b in bounds)
     return [f"{dst} = {g.fn('clip')}({args[0]}, {lo}, {hi}{g.out(out)})"]
 
 

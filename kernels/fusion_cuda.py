@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy
 
-from dy2stat.kernels import cuda_kernels
+from dy2stat.kernels import cuda_kernels, select
 from dy2stat.kernels.fusion_expr import Step, broadcast_shapes, check_arity, check_types, parse
 
 __all__ = ["C_EXPR", "FusedKernel", "c_expression", "c_type", "cached_kernels", "cuda_source",
@@ -213,10 +213,11 @@ def _c_expr(step: Step, operands: list[str], dtypes: list[numpy.dtype]) -> str:
         subs["bias"] = f" + {_literal(bias, compute)}" if bias else ""
     elif step.op == "clip":
         clip, n = operands[0], subs["N"]
-        if attrs.get("min", -math.inf) is not None:
-            clip = f"fe_max_{n}({clip}, {_literal(attrs.get('min', -math.inf), compute)})"
-        if attrs.get("max", math.inf) is not None:
-            clip = f"fe_min_{n}({clip}, {_literal(attrs.get('max', math.inf), compute)})"
+        low, high = attrs.get("min", -math.inf), attrs.get("max", math.inf)
+        if low is not None:
+            clip = f"fe_max_{n}({clip}, {_literal(select.clip_bound(low, compute), compute)})"
+        if high is not None:
+            clip = f"fe_min_{n}({clip}, {_literal(select.clip_bound(high, compute), compute)})"
         subs["clip"] = clip
     elif step.op == "full":
         subs["value"] = _literal(attrs.get("value", 0.0), step.dtype)

@@ -3,6 +3,11 @@
 Convolution and pooling live in ``dy2stat.kernels.conv`` and are re-exported
 here. Where CuPy has a better primitive than the generic code (scatter-add,
 erfc) the choice sits in a small table keyed by the array module's name.
+
+A value combined with parameters or masks of another float dtype (float16
+activations with float32 layer-norm weights) is computed in the wider dtype
+NumPy picks and returned in the value's dtype, as mixed-precision training
+expects; statistics keep the dtype of what they are computed from.
 """
 
 import math
@@ -166,6 +171,7 @@ def dropout(xp, x, mask, p=0.5, mode="upscale_in_train"):
     """x * mask, scaled by 1/(1-p) in upscale_in_train mode (p == 1 gives zeros)."""
     if p >= 1:
         return xp.zeros_like(x)
+    mask = mask.astype(x.dtype, copy=False)  # 0s and 1s: exact in any float dtype
     if mode == "upscale_in_train":
         return x * mask * x.dtype.type(1 / (1 - p))
     if mode == "downscale_in_infer":
@@ -200,7 +206,7 @@ def _ce_terms(xp, logits, label, soft_label, ignore_index, axis):
 
 def _reduce(xp, loss, reduction, count, dtype):
     if reduction == "none":
-        return loss
+        return loss.astype(dtype, copy=False)
     if reduction == "sum":
         return _scalar(xp, loss.sum(), dtype)
     if reduction == "mean":
@@ -263,7 +269,7 @@ def layer_norm(xp, x, weight, bias, epsilon=1e-5, begin_norm_axis=1):
     if bias is not None:
         y = y + bias
     lead = x.shape[:begin_norm_axis]
-    return y, mean.reshape(lead), var.reshape(lead)
+    return y.astype(x.dtype, copy=False), mean.reshape(lead), var.reshape(lead)
 
 
 def layer_norm_grad(xp, x, weight, mean, variance, dy, epsilon=1e-5, begin_norm_axis=1):
@@ -335,13 +341,15 @@ def batch_norm_grad(xp, x, weight, saved_mean, saved_invstd, dy, training=True, 
     dbias = dy.sum(axis=axes)
     dweight = (dy * xhat).sum(axis=axes)
     scale = invstd if weight is None else invstd * _per_channel(weight, x.ndim, axis)
+    dweight_out = dweight.astype(dy.dtype, copy=False)
+    dbias_out = dbias.astype(dy.dtype, copy=False)
     if not training:
-        return (dy * scale).astype(x.dtype, copy=False), dweight, dbias
+        return (dy * scale).astype(x.dtype, copy=False), dweight_out, dbias_out
     n = x.size // x.shape[axis]
     dx = scale * (
         dy - _per_channel(dbias / n, x.ndim, axis) - xhat * _per_channel(dweight / n, x.ndim, axis)
     )
-    return dx.astype(x.dtype, copy=False), dweight, dbias
+    return dx.astype(x.dtype, copy=False), dweight_out, dbias_out
 
 
 # ------------------------------------------------------------------ embedding

@@ -1,4 +1,5 @@
-"""``where(xp, cond, x, y)``: elementwise selection, branch-free on NumPy.
+"""``where(xp, cond, x, y)``: elementwise selection, branch-free on NumPy; and
+``clip_bound``, the bound ``clip`` selects against, in the clipped dtype.
 
 NumPy's ``where`` branches on every element, which costs ~15x a multiply when
 the mask is not mostly one value (ReLU and max-pool gradients). Selecting the
@@ -50,4 +51,15 @@ def _bitwise_where(xp, cond, x, y, out):
 
 
 _BITS = {1: numpy.int8, 2: numpy.int16, 4: numpy.int32, 8: numpy.int64}
+
+
+def clip_bound(value, dtype):
+    """``value`` (a Python number, -inf/inf for no bound) as a scalar of ``dtype``, as
+    Paddle casts it; for an integer dtype a bound beyond its range is its end (so
+    the default bounds and a -1 bound of a uint8 tensor bound nothing)."""
+    dtype = numpy.dtype(dtype)
+    if dtype.kind in "iu":
+        info = numpy.iinfo(dtype)
+        value = min(max(value, info.min), info.max)
+    return dtype.type(value)
 _BY_MODULE = {"numpy": _bitwise_where}

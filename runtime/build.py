@@ -30,11 +30,7 @@ def append(block: Block, op_type: str | OpDef, inputs, attrs: dict):
             if value is None and not slot.optional:
                 raise TypeError(f"{op.type}: input {slot.name} is required")
             metas.append(_meta(value) if value is not None else None)
-    if op.dtypes is not None:
-        first = next((m for m in metas if isinstance(m, Meta)), None)
-        if first is not None:
-            op.check_dtype(first.dtype)
-    inferred = op.infer(*metas, **full)
+    inferred = op.infer(*metas, **full)  # checks the input dtypes first
     out_vars, out_slots = _outputs(block, op, inferred)
     block.append_op(Operator(
         op.type,

@@ -21,8 +21,9 @@ bool_ = np.dtype("bool")
 
 FLOATS = frozenset({float16, float32, float64})
 INTS = frozenset({int8, int16, int32, int64, uint8})
+BOOLS = frozenset({bool_})
 NUMERIC = FLOATS | INTS
-ALL = NUMERIC | {bool_}
+ALL = NUMERIC | BOOLS
 
 DEFAULT_FLOAT = float32
 
@@ -48,8 +49,28 @@ def names(dtypes) -> str:
     return ", ".join(sorted(str(d) for d in dtypes))
 
 
+_KINDS = {FLOATS: "a float tensor", INTS: "an integer tensor", BOOLS: "a bool tensor",
+          INTS | BOOLS: "an integer or bool tensor", NUMERIC: "a number tensor (not bool)"}
+
+
+def describe(dtypes) -> str:
+    """A set of dtypes in words, for errors ("a float tensor (float16, ...)")."""
+    dtypes = frozenset(dtypes)
+    kind = _KINDS.get(dtypes)
+    if kind is None:
+        return f"a tensor of dtype {names(dtypes)}"
+    return kind if len(dtypes) == 1 else f"{kind} ({names(dtypes)})"
+
+
 def is_float(dtype) -> bool:
     return dtype in FLOATS
+
+
+def accumulated(dtype: np.dtype) -> np.dtype:
+    """The dtype sums and products are computed and returned in: int64 for bool and
+    integer inputs (PyTorch's rule; NumPy would give uint64 for unsigned ones), the
+    input's own dtype for floats."""
+    return dtype if dtype in FLOATS else int64
 
 
 def promote(a: np.dtype, b: np.dtype) -> np.dtype:

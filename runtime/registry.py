@@ -18,7 +18,19 @@ in each attr is checked against these by the IR verifier.
 
 Inference is ``infer(*metas, **attrs) -> Meta | tuple`` in the same shape,
 with ``-1`` for unknown dims. It raises ``ValueError``/``TypeError`` naming
-the op and the offending shapes or dtypes.
+the op and the offending shapes or dtypes. The dtypes an input slot takes are
+declared (``dtypes=``) rather than checked inside inference: ``OpDef.infer``
+checks them first, and the eager dispatcher checks the same declaration
+before it runs the kernel, so both modes refuse the same inputs. An op whose
+dtype rules depend on its attrs or relate several inputs says
+``eager_infer=True``: eager mode then runs its inference too (as it does for
+every op without inputs, whose attrs decide everything).
+
+The dtypes inference gives are the dtypes the kernel returns, for every
+input dtype inference accepts (``tests/ops/test_dtypes.py`` walks the
+registry to check it). Where NumPy would promote (a sum of uint8, a float16
+value with float32 parameters), the kernel asks for the inferred dtype or
+casts its result to it.
 
 Gradient rules are ``grad(e, ins, outs, douts, attrs, need) -> list`` with one
 entry per input slot (``None`` where ``need`` is False or the input has no
@@ -121,6 +133,17 @@ def attr_type_of(default) -> AttrType | None:
     return None
 
 
+class InputDtypeError(TypeError):
+    """An input whose dtype its slot does not take: input ``index`` of slot ``slot``."""
+
+    def __init__(self, message: str, slot: str = "", index: int = 0):
+        super().__init__(message)
+        self.slot, self.index = slot, index
+
+    def __reduce__(self):
+        return type(self), (str(self), self.slot, self.index)
+
+
 class Meta(NamedTuple):
     """What inference knows of a value: a shape (``-1`` unknown) and a dtype."""
 
@@ -150,12 +173,15 @@ class OpDef:
     outputs: tuple[Slot, ...]
     attrs: dict[str, Any]
     kernel: Callable
-    infer: Callable
+    infer: Callable  # checks input_dtypes, then runs the op's inference rule
     grad: Callable | None = None
     # Slots that never receive a gradient (indices, labels, shape references).
     no_grad: frozenset = field(default_factory=frozenset)
-    # dtypes the first input may have (None: any).
-    dtypes: frozenset | None = None
+    # input slot name -> the dtypes its tensors may have (a slot not named: any)
+    input_dtypes: dict = field(default_factory=dict)
+    # Inference runs in eager mode too (dtype rules that depend on attrs or on
+    # several inputs together, which input_dtypes cannot say).
+    eager_infer: bool = False
     # Input slots whose dtypes are promoted to one common dtype first.
     promote: tuple = ()
     # Elementwise ops (with broadcasting) may be fused by the fusion pass.
@@ -186,16 +212,45 @@ class OpDef:
         """The declared type of attr ``name`` (None: undeclared, any value)."""
         return self.attr_types.get(name) or attr_type_of(self.attrs[name])
 
-    def check_dtype(self, dtype) -> None:
-        if self.dtypes is not None and dtype not in self.dtypes:
-            raise TypeError(
-                f"{self.type}: unsupported dtype {dtype} (supported: {dtypes.names(self.dtypes)})"
-            )
+    @property
+    def dtypes(self) -> frozenset | None:
+        """The dtypes the first input slot takes (None: any)."""
+        return self.input_dtypes.get(self.inputs[0].name) if self.inputs else None
+
+    def check_dtypes(self, values) -> None:
+        """Raise InputDtypeError when a value (a Meta or an array, in slot order; lists
+        for variadic slots) has a dtype its slot does not take. A Python number has
+        the dtype it becomes in a program: a promoted one its tensors' (checked
+        there), another its own (``dtypes.scalar_dtype``)."""
+        for i, slot, variadic, promoted, allowed in self._dtype_checks:
+            value = values[i] if i < len(values) else None
+            for j, v in enumerate((value or ()) if variadic else (value,)):
+                if type(v) in _PYTHON_NUMBERS:
+                    dtype = None if promoted else dtypes.scalar_dtype(v)
+                else:
+                    dtype = getattr(v, "dtype", None)
+                if dtype is not None and dtype not in allowed:
+                    raise InputDtypeError(f"{self.type}: {slot} must be "
+                                          f"{dtypes.describe(allowed)}, got {dtype}", slot, j)
+
+    def __post_init__(self):
+        self._dtype_checks = tuple((i, slot.name, slot.variadic, i in self.promote,
+                                    self.input_dtypes[slot.name])
+                                   for i, slot in enumerate(self.inputs)
+                                   if slot.name in self.input_dtypes)
+        rule = self.infer
+
+        def infer(*metas, **attrs):
+            self.check_dtypes(metas)
+            return rule(*metas, **attrs)
+
+        self.infer = infer
 
     def differentiable(self) -> bool:
         return self.grad is not None
 
 
+_PYTHON_NUMBERS = (bool, int, float)
 OPS: dict[str, OpDef] = {}
 
 
@@ -210,28 +265,41 @@ def defop(
     grad: Callable | None = None,
     no_grad=(),
     dtypes=None,
+    eager_infer=False,
     promote=(),
     elementwise=False,
     random=False,
     doc="",
     attr_types=None,
 ) -> OpDef:
-    """Declare an op; every op is declared exactly once."""
+    """Declare an op; every op is declared exactly once.
+
+    ``dtypes`` is what the input slots take: one set (for the first slot, and for
+    every promoted slot: their common dtype) or a dict slot name -> set; a slot not
+    named takes any dtype."""
     if type in OPS:
         raise ValueError(f"op {type!r} is declared twice")
     unknown = set(attr_types or {}) - set(attrs or {})
     if unknown:
         raise ValueError(f"op {type!r}: attr_types names attrs it does not have: {unknown}")
+    slots = tuple(Slot.parse(s) for s in inputs)
+    if dtypes is not None and not isinstance(dtypes, dict):
+        dtypes = {slots[k].name: dtypes for k in (0, *promote)}
+    unknown = set(dtypes or {}) - {s.name for s in slots}
+    if unknown:
+        raise ValueError(f"op {type!r}: dtypes names slots it does not have: {unknown}")
     op = OpDef(
         type=type,
-        inputs=tuple(Slot.parse(s) for s in inputs),
+        inputs=slots,
         outputs=tuple(Slot.parse(s) for s in outputs),
         attrs=dict(attrs or {}),
         kernel=kernel,
         infer=infer,
         grad=grad,
         no_grad=frozenset(no_grad),
-        dtypes=frozenset(dtypes) if dtypes is not None else None,
+        input_dtypes={k: frozenset(v) for k, v in (dtypes or {}).items()},
+        # Without inputs only attrs decide, and checking them costs less than the array.
+        eager_infer=eager_infer or not slots,
         promote=tuple(promote),
         elementwise=elementwise,
         random=random,

@@ -36,9 +36,12 @@ The rules, checked in this order (the first broken one is reported):
    before the control-flow op, and the sub-block's arguments. The values a
    sub-block yields (``true_outs``, ``cond_out``, ``body_outs``,
    ``grad_outs``, ...) must be defined by its end.
-5. Shape/dtype inference is re-run for every op that is not control flow;
-   the declared output variables must agree with it (same dtype and rank,
-   equal dims where both are known: -1 agrees with anything). Control-flow
+5. Shape/dtype inference is re-run for every op that is not control flow:
+   each input has a dtype its slot takes (``OpDef.input_dtypes``: a ``where``
+   condition is bool, an index an integer), and the declared output variables
+   agree with what inference gives (same dtype and rank, equal dims where both
+   are known: -1 agrees with anything), which is what the kernel computes for
+   those input dtypes (``tests/ops/test_dtypes.py``). Control-flow
    ops: the predicate is a one-element bool; ``cond``'s outputs agree with
    both branches' outs and ``while``'s carried values (``X``, the arguments,
    ``body_outs``, ``Out``) agree with each other. The inputs an op promotes to
@@ -65,7 +68,7 @@ import numpy as np
 from dy2stat.runtime import dtypes, shapes
 from dy2stat.runtime.ir import Block, Operator, Program, Var
 from dy2stat.runtime.quoting import describe_kind, field_key, quote
-from dy2stat.runtime.registry import OPS, Meta, OpDef
+from dy2stat.runtime.registry import OPS, InputDtypeError, Meta, OpDef
 
 __all__ = ["VerifyError", "verify"]
 
@@ -424,14 +427,11 @@ class _Verifier:
                 metas.append(_meta(block.find_var(names[0])) if names else None)
         self.promoted(block, i, op, opdef, metas)
         self.axes_in_range(block, i, op, opdef, metas)
-        if opdef.dtypes is not None:
-            first = next((m for m in metas if isinstance(m, Meta)), None)
-            if first is not None and first.dtype not in opdef.dtypes:
-                self.fail(block, i, op, "", f"op {op.type!r} does not accept its inputs/attrs: "
-                                            f"unsupported dtype {first.dtype} (supported: "
-                                            f"{dtypes.names(opdef.dtypes)})")
-        try:
+        try:  # (inference checks the inputs' dtypes against the registry first)
             inferred = opdef.infer(*metas, **{**opdef.attrs, **op.attrs})
+        except InputDtypeError as e:
+            self.fail(block, i, op, f"inputs.{e.slot}[{e.index}]" if e.slot else "",
+                      f"op {op.type!r} does not accept its inputs/attrs: {e}")
         except Exception as e:  # noqa: BLE001  (any failure here means a bad op)
             self.fail(block, i, op, "", f"op {op.type!r} does not accept its inputs/attrs: "
                                         f"{_cut(str(e), 500)}")

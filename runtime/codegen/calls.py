@@ -91,7 +91,9 @@ def _reduce_call(mod, step, x: str) -> str | None:
             return None  # the kernel's own rules (and errors)
         axes = tuple(a % ndim for a in axes)
     ufunc = mod.ufunc(REDUCE[step.op.type])
-    call = f"{ufunc}.reduce({x}, {mod.const(None if axis is None else axes)}, None, None, " \
+    # An integer sum adds in the dtype inference gave it (NumPy's own pick for uint8 is uint64).
+    dtype = "None" if var.dtype == out.dtype else mod.const(out.dtype)
+    call = f"{ufunc}.reduce({x}, {mod.const(None if axis is None else axes)}, {dtype}, None, " \
            f"{bool(keepdim)})"
     if step.op.type != "mean":
         return call

@@ -398,7 +398,7 @@ def _chwn_form(op: str, kernel):
 
     defop(f"{op}_chwn", inputs=base.input_names, attrs=base.attrs,
           attr_types=base.attr_types, kernel=kernel, infer=infer,
-          grad=grad, dtypes=base.dtypes, promote=base.promote,
+          grad=grad, dtypes=base.input_dtypes, promote=base.promote,
           doc=f"{op} with {', '.join(images)}{' and Out' if image_out else ''} laid out "
               "[C, H, W, N] (made by the batch_minor_layout pass; no gradient).")
 

@@ -78,6 +78,7 @@ defop(
     kernel=_full_shaped_kernel,
     infer=_full_shaped_infer,
     no_grad=("Shape",),
+    dtypes=dtypes.INTS,
     doc="full() whose shape is only known when the program runs (a 1-D int64 tensor).",
 )
 
@@ -95,6 +96,14 @@ defop(
     infer=_full_like_infer,
     doc="A tensor of X's shape filled with value (zeros_like, ones_like).",
 )
+
+
+def _number_dtype(op, dtype):
+    """A range's dtype: a number dtype (NumPy makes no bool ranges past 2 elements)."""
+    dtype = dtypes.as_dtype(dtype, where=op)
+    if dtype not in dtypes.NUMERIC:
+        raise TypeError(f"{op}: dtype must be a number dtype, got {dtype}")
+    return dtype
 
 
 def _arange_len(start, end, step):
@@ -116,7 +125,7 @@ defop(
     attr_types={"start": NUMBER, "end": NUMBER, "step": NUMBER, "dtype": DTYPE},
     kernel=_arange_kernel,
     infer=lambda start=0, end=None, step=1, dtype="int64": Meta(
-        (_arange_len(start, end, step),), dtypes.as_dtype(dtype, where="arange")
+        (_arange_len(start, end, step),), _number_dtype("arange", dtype)
     ),
     doc="[start, end) in steps of step.",
 )
@@ -132,7 +141,7 @@ def _range_infer(start, end, step, dtype="int64"):
         if bound.shape not in ((), (1,), (-1,)):
             raise ValueError(f"range: {name} must hold one number, got shape "
                              f"{shapes.fmt(bound.shape)}")
-    return Meta((-1,), dtypes.as_dtype(dtype, where="range"))
+    return Meta((-1,), _number_dtype("range", dtype))
 
 
 defop(

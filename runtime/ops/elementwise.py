@@ -43,8 +43,6 @@ def _masked_fill_kernel(xp, x, mask, value):
 
 
 def _masked_fill_infer(x, mask, value):
-    if mask.dtype != dtypes.bool_:
-        raise TypeError(f"masked_fill: the mask must be a bool tensor, got {mask.dtype}")
     shape = shapes.broadcast(x.shape, mask.shape, "masked_fill")
     return Meta(shapes.broadcast(shape, value.shape, "masked_fill"), x.dtype)
 
@@ -66,6 +64,7 @@ defop(
     infer=_masked_fill_infer,
     grad=_masked_fill_grad,
     no_grad=("Mask",),
+    dtypes={"Mask": dtypes.BOOLS},
     doc="X with Value (cast to X's dtype) where Mask is true; all three broadcast.",
 )
 
@@ -94,6 +93,7 @@ defop(
     inputs=("Xs*",),
     kernel=_add_n_kernel,
     infer=_add_n_infer,
+    eager_infer=True,  # the inputs agree in dtype (and shape)
     grad=lambda e, ins, outs, douts, attrs, need: [[douts[0] for _ in ins[0]]],
     doc="The sum of the tensors Xs (one shape and dtype).",
 )

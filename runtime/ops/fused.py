@@ -21,7 +21,14 @@ from __future__ import annotations
 
 from dy2stat.kernels import fusion
 from dy2stat.runtime import dtypes
-from dy2stat.runtime.registry import CHECKED_BY_INFER, DTYPE, Meta, defop, get_op
+from dy2stat.runtime.registry import (
+    CHECKED_BY_INFER,
+    DTYPE,
+    InputDtypeError,
+    Meta,
+    defop,
+    get_op,
+)
 
 FUSED = "fused_elementwise"
 
@@ -50,10 +57,11 @@ def _infer(xs, expr=(), dtype="float32"):
         opdef = get_op(step.op)
         args = [metas[a] for a in step.args]
         try:
-            opdef.check_dtype(args[0].dtype)
             meta = opdef.infer(*args, **opdef.full_attrs(step.attrs))
         except (TypeError, ValueError) as exc:
-            raise type(exc)(f"{where}: {exc}") from None
+            # (a step's slot is none of this op's: the error names the step instead)
+            kind = TypeError if isinstance(exc, InputDtypeError) else type(exc)
+            raise kind(f"{where}: {exc}") from None
         if meta.dtype != step.dtype:
             raise TypeError(f"{where}: computes {meta.dtype}, the expr says {step.dtype}")
         metas.append(meta)
@@ -107,6 +115,7 @@ defop(
     attr_types={"expr": CHECKED_BY_INFER, "dtype": DTYPE},
     kernel=_kernel,
     infer=_infer,
+    eager_infer=True,  # each step's dtypes are checked as its own op checks them
     grad=_grad,
     elementwise=True,
     doc="A chain of elementwise ops (attr expr) computed in one kernel (see kernels.fusion).",

@@ -46,8 +46,6 @@ defop(
 
 
 def _sequence_mask_infer(x, maxlen, limit=None, dtype="int64"):
-    if x.dtype not in dtypes.INTS:
-        raise TypeError(f"sequence_mask: the lengths must be an int tensor, got {x.dtype}")
     # A tensor bound (MaxLen) or none (X's maximum): the size is known at run time.
     size = int(limit) if maxlen is None and limit is not None else -1
     return Meta(tuple(x.shape) + (size,), dtypes.as_dtype(dtype, where="sequence_mask"))
@@ -69,5 +67,6 @@ defop(
     kernel=_sequence_mask_kernel,
     infer=_sequence_mask_infer,
     no_grad=("X", "MaxLen"),
+    dtypes={"X": dtypes.INTS, "MaxLen": dtypes.INTS},
     doc="mask[..., j] = j < X[...] for j below MaxLen (a tensor), limit, or X's maximum.",
 )

@@ -280,6 +280,7 @@ defop(
     infer=lambda x, indices, index: Meta(index_shape(x.shape, index, indices), x.dtype),
     grad=_getitem_grad,
     no_grad=("Index",),
+    dtypes={"Index": dtypes.INTS | dtypes.BOOLS},
     doc="x[index]; the result may be a view: never write into it.",
 )
 
@@ -293,19 +294,28 @@ def _getitem_grad_kernel(xp, g, x, indices, index):
     return out
 
 
+def _getitem_grad_infer(g, x, indices, index):
+    selected = index_shape(x.shape, index, indices, "getitem_grad")
+    if not shapes.same(selected, g.shape):
+        raise ValueError(f"getitem_grad: the gradient has shape {fmt(g.shape)}, but x[index] "
+                         f"has shape {fmt(selected)} (x has shape {fmt(x.shape)})")
+    return Meta(tuple(x.shape), g.dtype)
+
+
 defop(
     "getitem_grad",
     inputs=("G", "X", "Index*"),
     attrs={"index": []},
     attr_types={"index": INDEX},
     kernel=_getitem_grad_kernel,
-    infer=lambda g, x, indices, index: Meta(tuple(x.shape), g.dtype),
+    infer=_getitem_grad_infer,
     grad=lambda e, ins, outs, douts, attrs, need: [
         e("getitem", douts[0], ins[2], index=attrs["index"]),
         None,
         None,
     ],
     no_grad=("X", "Index"),
+    dtypes={"G": dtypes.FLOATS, "Index": dtypes.INTS | dtypes.BOOLS},
     doc="Zeros like X with G added at index (repeated indices accumulate).",
 )
 
@@ -358,5 +368,6 @@ defop(
     infer=_setitem_infer,
     grad=_setitem_grad,
     no_grad=("Index",),
+    dtypes={"Index": dtypes.INTS | dtypes.BOOLS},
     doc="A copy of X with X[index] = Value (broadcast, cast to X's dtype); X is not changed.",
 )

@@ -229,5 +229,6 @@ defop(
     grad=lambda e, ins, outs, douts, attrs, need: [
         e("diag", douts[0], offset=attrs["offset"]), None],
     no_grad=("X",),
+    dtypes={"G": dtypes.FLOATS},
     doc="The gradient of diag: G's diagonal (1-D X), or G on a zero matrix shaped like X.",
 )

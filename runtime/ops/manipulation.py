@@ -75,6 +75,7 @@ defop(
     infer=_reshape_shaped_infer,
     grad=lambda e, ins, outs, douts, attrs, need: [e("reshape_like", douts[0], ins[0]), None],
     no_grad=("Shape",),
+    dtypes={"Shape": dtypes.INTS},
     doc="reshape() to a shape of which several dims are only known when the program runs "
         "(a 1-D int64 tensor; -1 and 0 as in reshape).",
 )
@@ -416,8 +417,6 @@ defop(
 
 
 def _gather_infer(x, index, axis=0):
-    if index.dtype not in dtypes.INTS:
-        raise TypeError(f"gather: index must be an int tensor, got {index.dtype}")
     ax = shapes.normalize_axis(axis, len(x.shape), "gather")
     return Meta(tuple(x.shape[:ax]) + tuple(index.shape) + tuple(x.shape[ax + 1 :]), x.dtype)
 
@@ -433,6 +432,7 @@ defop(
         None,
     ],
     no_grad=("Index",),
+    dtypes={"Index": dtypes.INTS},
 )
 
 
@@ -454,6 +454,7 @@ defop(
         None,
     ],
     no_grad=("X", "Index"),
+    dtypes={"G": dtypes.FLOATS, "Index": dtypes.INTS},
     doc="Zeros like X with G added at index along axis (the gradient of gather).",
 )
 
@@ -470,8 +471,6 @@ def _where_kernel(xp, cond, x, y):
 
 
 def _where_infer(cond, x, y):
-    if cond.dtype != dtypes.bool_:
-        raise TypeError(f"where: the condition must be a bool tensor, got {cond.dtype}")
     shape = shapes.broadcast(shapes.broadcast(cond.shape, x.shape, "where"), y.shape, "where")
     return Meta(shape, dtypes.promote(x.dtype, y.dtype))
 
@@ -493,6 +492,7 @@ defop(
     infer=_where_infer,
     grad=_where_grad,
     no_grad=("Cond",),
+    dtypes={"Cond": dtypes.BOOLS},
     elementwise=True,
     promote=(1, 2),
 )
@@ -575,6 +575,7 @@ defop(
         None,
     ],
     no_grad=("X",),
+    dtypes={"G": dtypes.FLOATS},
     doc="Sum the tiles of G back into X's shape (the gradient of tile).",
 )
 
@@ -602,8 +603,6 @@ defop(
 
 
 def _one_hot_infer(x, num_classes):
-    if x.dtype not in dtypes.INTS:
-        raise TypeError(f"one_hot: the input must be an int tensor, got {x.dtype}")
     if num_classes is None or num_classes <= 0:
         raise ValueError(f"one_hot: num_classes must be positive, got {num_classes}")
     return Meta(tuple(x.shape) + (num_classes,), dtypes.float32)
@@ -617,6 +616,7 @@ defop(
         x[..., None] == xp.arange(num_classes, dtype=x.dtype)
     ).astype(xp.float32),
     infer=_one_hot_infer,
+    dtypes=dtypes.INTS,
 )
 defop(
     "shape",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dy2stat.kernels import select
 from dy2stat.runtime import dtypes, shapes
 from dy2stat.runtime.registry import AXES, DTYPE, INT, NONE, Meta, defop
 
@@ -298,9 +299,8 @@ defop(
 )
 
 
-def _clip_kernel(xp, x, min=None, max=None):
-    t = x.dtype.type
-    return xp.clip(x, None if min is None else t(min), None if max is None else t(max))
+def _clip_kernel(xp, x, min=-np.inf, max=np.inf):
+    return xp.clip(x, select.clip_bound(min, x.dtype), select.clip_bound(max, x.dtype))
 
 
 defop(
@@ -343,10 +343,21 @@ def _axes(x, axis):
     return tuple(axis) if isinstance(axis, (list, tuple)) else axis
 
 
-def _sum_kernel(xp, x, axis=None, keepdim=False):
-    out = xp.sum(x, axis=_axes(x, axis), keepdims=keepdim)
-    # numpy sums bool/small ints into int64; keep float dtypes as they are.
-    return xp.asarray(out)
+def _accumulating_kernel(fn):
+    """sum/prod in the dtype ``dtypes.accumulated`` gives (NumPy's own choice for
+    unsigned ints is uint64)."""
+    def kernel(xp, x, axis=None, keepdim=False):
+        return xp.asarray(getattr(xp, fn)(x, axis=_axes(x, axis), keepdims=keepdim,
+                                          dtype=dtypes.accumulated(x.dtype)))
+
+    return kernel
+
+
+def _accumulating_infer(op):
+    def infer(x, axis=None, keepdim=False):
+        return Meta(shapes.reduce(x.shape, axis, keepdim, op), dtypes.accumulated(x.dtype))
+
+    return infer
 
 
 def _mean_kernel(xp, x, axis=None, keepdim=False):
@@ -373,21 +384,14 @@ def _extreme_grad(e, ins, outs, douts, attrs, need):
 
 
 _REDUCE = {
-    "sum": (_sum_kernel, _sum_grad, dtypes.ALL),
+    "sum": (_accumulating_kernel("sum"), _sum_grad, dtypes.ALL),
     "mean": (_mean_kernel, _mean_grad, dtypes.FLOATS),
     "max": (lambda xp, x, axis=None, keepdim=False: xp.asarray(
         xp.max(x, axis=_axes(x, axis), keepdims=keepdim)), _extreme_grad, dtypes.ALL),
     "min": (lambda xp, x, axis=None, keepdim=False: xp.asarray(
         xp.min(x, axis=_axes(x, axis), keepdims=keepdim)), _extreme_grad, dtypes.ALL),
-    "prod": (lambda xp, x, axis=None, keepdim=False: xp.asarray(
-        xp.prod(x, axis=_axes(x, axis), keepdims=keepdim)), None, dtypes.NUMERIC),
+    "prod": (_accumulating_kernel("prod"), None, dtypes.NUMERIC),
 }
-
-
-def _sum_dtype(x, axis=None, keepdim=False):
-    # Like Paddle: bool and int sums are int64.
-    dtype = x.dtype if dtypes.is_float(x.dtype) else dtypes.int64
-    return Meta(shapes.reduce(x.shape, axis, keepdim, "sum"), dtype)
 
 
 for _name, (_kernel, _grad, _dtypes) in _REDUCE.items():
@@ -396,7 +400,7 @@ for _name, (_kernel, _grad, _dtypes) in _REDUCE.items():
         attrs={"axis": None, "keepdim": False},
         attr_types={"axis": AXES.of_input("X")},
         kernel=_kernel,
-        infer=_sum_dtype if _name == "sum" else _reduce_infer(_name),
+        infer=_accumulating_infer(_name) if _name in ("sum", "prod") else _reduce_infer(_name),
         grad=_grad,
         dtypes=_dtypes,
     )
@@ -462,6 +466,7 @@ defop(
     infer=_spread_infer,
     grad=lambda e, ins, outs, douts, attrs, need: [e("sum", douts[0], **attrs), None],
     no_grad=("X",),
+    dtypes={"Grad": dtypes.FLOATS},
     doc="Broadcast a reduced gradient to X's shape (the gradient of sum).",
 )
 defop(
@@ -473,6 +478,7 @@ defop(
     infer=_spread_infer,
     grad=lambda e, ins, outs, douts, attrs, need: [e("mean", douts[0], **attrs), None],
     no_grad=("X",),
+    dtypes={"Grad": dtypes.FLOATS},
     doc="The gradient of mean: broadcast and divide by the reduced count.",
 )
 
@@ -500,6 +506,7 @@ defop(
     infer=lambda g, x: Meta(x.shape, g.dtype),
     grad=lambda e, ins, outs, douts, attrs, need: [e("expand_as", douts[0], ins[0]), None],
     no_grad=("X",),
+    dtypes={"Grad": dtypes.FLOATS},
     doc="Reduce a broadcast gradient to X's shape.",
 )
 defop(
@@ -516,7 +523,7 @@ def _cumsum_kernel(xp, x, axis=None, reverse=False):
     if axis is None:
         x, axis = x.reshape(-1), 0
     if reverse:
-        return xp.flip(xp.cumsum(xp.flip(x, axis), axis=axis), axis)
+        return xp.flip(xp.cumsum(xp.flip(x, axis), axis=axis, dtype=x.dtype), axis)
     return xp.cumsum(x, axis=axis, dtype=x.dtype)
 
 

@@ -115,23 +115,15 @@ def _ce_grad(e, ins, outs, douts, attrs, need):
 _CE_ATTRS = {"soft_label": False, "ignore_index": -100, "reduction": "mean", "axis": -1}
 _CE_TYPES = {"reduction": one_of(*_REDUCTIONS)}
 
-def _ce_kernel(fn):
-    def kernel(xp, logits, label, *rest, soft_label=False, **attrs):
-        if not soft_label and label.dtype.kind not in "iu":
-            raise TypeError("hard labels must be integers")  # infer explains it
-        return fn(xp, logits, label, *rest, soft_label=soft_label, **attrs)
-
-    return kernel
-
-
 defop(
     "cross_entropy",
     inputs=("Logits", "Label"),
     outputs=("Loss",),
     attrs=_CE_ATTRS,
     attr_types=_CE_TYPES,
-    kernel=_ce_kernel(nnk.cross_entropy),
+    kernel=nnk.cross_entropy,
     infer=_ce_infer("cross_entropy"),
+    eager_infer=True,  # which labels it takes depends on soft_label
     grad=_ce_grad,
     no_grad=("Label",),
     dtypes=dtypes.FLOATS,
@@ -143,10 +135,11 @@ defop(
     outputs=("DLogits",),
     attrs=_CE_ATTRS,
     attr_types=_CE_TYPES,
-    kernel=_ce_kernel(nnk.cross_entropy_grad),
+    kernel=nnk.cross_entropy_grad,
     infer=_ce_infer("cross_entropy_grad"),
+    eager_infer=True,
     no_grad=("Label",),
-    dtypes=dtypes.FLOATS,
+    dtypes={"Logits": dtypes.FLOATS, "DLoss": dtypes.FLOATS},
     doc="The gradient of cross_entropy with respect to Logits.",
 )
 
@@ -185,7 +178,7 @@ defop(
     infer=_dropout_infer,
     grad=_dropout_grad,
     no_grad=("Mask",),
-    dtypes=dtypes.FLOATS,
+    dtypes={"X": dtypes.FLOATS, "Mask": dtypes.FLOATS},
     doc="X * Mask (Mask from bernoulli_mask), scaled by 1/(1-p) in upscale_in_train mode.",
 )
 
@@ -249,7 +242,7 @@ defop(
     infer=_embedding_grad_infer,
     grad=_embedding_grad_grad,
     no_grad=("Ids", "W"),
-    dtypes=dtypes.INTS,
+    dtypes={"Ids": dtypes.INTS, "DOut": dtypes.FLOATS},
     doc="The gradient of embedding with respect to W (W is only a shape reference).",
 )
 

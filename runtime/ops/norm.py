@@ -86,7 +86,7 @@ defop(
     kernel=_layer_norm_kernel,
     infer=_layer_norm_infer,
     grad=_layer_norm_grad,
-    dtypes=dtypes.FLOATS,
+    dtypes={"X": dtypes.FLOATS, "Scale": dtypes.FLOATS, "Bias": dtypes.FLOATS},
     doc="Normalize X over axes begin_norm_axis..; Mean/Variance have shape X.shape[:begin].",
 )
 
@@ -193,7 +193,7 @@ defop(
     infer=_batch_norm_infer,
     grad=_batch_norm_grad,
     no_grad=("Mean", "Variance"),
-    dtypes=dtypes.FLOATS,
+    dtypes=dict.fromkeys(("X", "Mean", "Variance", "Scale", "Bias"), dtypes.FLOATS),
     doc="Batch norm; Mean/Variance are the running statistics, MeanOut/VarianceOut their "
         "updates (training) and SavedMean/SavedInvStd the batch statistics used.",
 )
@@ -206,7 +206,8 @@ defop(
     attr_types={"data_format": one_of(*_CHANNEL_LAST, *_CHANNEL_FIRST)},
     kernel=_batch_norm_grad_kernel,
     infer=_batch_norm_grad_infer,
-    dtypes=dtypes.FLOATS,
+    dtypes=dict.fromkeys(("X", "Scale", "SavedMean", "SavedInvStd", "DY", "DMeanOut",
+                          "DVarianceOut", "DSavedMean", "DSavedInvStd"), dtypes.FLOATS),
     doc="The gradient of batch_norm; the optional D* slots carry the statistics outputs' "
         "gradients (added to DX in training).",
 )

@@ -29,8 +29,6 @@ def _check(op, param, grad, lr, accumulators=()):
             raise ValueError(
                 f"{op}: {name} has shape {list(meta.shape)}, but Param has {list(param.shape)}"
             )
-    if not dtypes.is_float(lr.dtype):
-        raise TypeError(f"{op}: LearningRate must be a float tensor, not {lr.dtype}")
     if -1 not in lr.shape and _size(lr.shape) != 1:
         raise ValueError(f"{op}: LearningRate must hold one value, got shape {list(lr.shape)}")
 
@@ -96,7 +94,7 @@ def _adam_step(xp, param, grad, moment1, moment2, beta1_pow, beta2_pow, lr,
     g = grad.astype(acc, copy=False)
     b1p, b2p = _scalar(beta1_pow, acc), _scalar(beta2_pow, acc)
     m1 = beta1 * moment1 + (1 - beta1) * g
-    m2 = beta2 * moment2 + (1 - beta2) * (g * g)
+    m2 = (beta2 * moment2 + (1 - beta2) * (g * g)).astype(moment2.dtype, copy=False)
     correction = xp.sqrt(1 - b2p)
     lr_t = _scalar(lr, acc) * correction / (1 - b1p)
     param_out = param - lr_t * (m1 / (xp.sqrt(m2) + epsilon * correction))
@@ -126,7 +124,7 @@ defop(
     outputs=("ParamOut",),
     kernel=_sgd_kernel,
     infer=_sgd_infer,
-    dtypes=dtypes.FLOATS,
+    dtypes=dict.fromkeys(("Param", "Grad", "LearningRate"), dtypes.FLOATS),
     doc="ParamOut = Param - LearningRate * Grad",
 )
 defop(
@@ -136,14 +134,15 @@ defop(
     attrs={"mu": 0.9, "use_nesterov": False},
     kernel=_momentum_kernel,
     infer=_momentum_infer,
-    dtypes=dtypes.FLOATS,
+    dtypes=dict.fromkeys(("Param", "Grad", "Velocity", "LearningRate"), dtypes.FLOATS),
     doc="VelocityOut = mu * Velocity + Grad; ParamOut = Param - lr * VelocityOut "
         "(Nesterov: Param - lr * (Grad + mu * VelocityOut))",
 )
+_ADAM_INPUTS = ("Param", "Grad", "Moment1", "Moment2", "Beta1Pow", "Beta2Pow", "LearningRate")
 _ADAM_SLOTS = dict(
-    inputs=("Param", "Grad", "Moment1", "Moment2", "Beta1Pow", "Beta2Pow", "LearningRate"),
+    inputs=_ADAM_INPUTS,
     outputs=("ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut"),
-    dtypes=dtypes.FLOATS,
+    dtypes=dict.fromkeys(_ADAM_INPUTS, dtypes.FLOATS),
 )
 defop(
     "adam",

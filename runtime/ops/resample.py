@@ -55,6 +55,7 @@ defop(
     grad=lambda e, ins, outs, douts, attrs, need: [
         e("pad", douts[0], paddings=attrs["paddings"], mode=attrs["mode"]), None],
     no_grad=("X",),
+    dtypes={"G": dtypes.FLOATS},
     doc="The border of G folded back onto X's elements (the gradient of pad).",
 )
 
@@ -101,6 +102,7 @@ defop(
     attr_types=_INTERPOLATE_TYPES,
     kernel=resample.interpolate,
     infer=_interpolate_infer,
+    eager_infer=True,  # which dtypes it takes depends on the mode
     grad=lambda e, ins, outs, douts, attrs, need: [
         e("interpolate_grad", douts[0], ins[0], **_kernel_attrs(attrs))],
     doc="X resized on its two spatial axes to size (or by scale) with nearest or "
@@ -117,6 +119,7 @@ defop(
     grad=lambda e, ins, outs, douts, attrs, need: [
         e("interpolate", douts[0], **_kernel_attrs(attrs)), None],
     no_grad=("X",),
+    dtypes={"G": dtypes.FLOATS},
     doc="G resampled back onto X's grid by the transposed weights (the gradient of "
         "interpolate).",
 )

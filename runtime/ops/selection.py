@@ -16,16 +16,10 @@ from dy2stat.runtime.registry import AXES, INT, NONE, Meta, defop, ints
 fmt = shapes.fmt
 
 
-def _check_index(index, op):
-    if index.dtype not in dtypes.INTS:
-        raise TypeError(f"{op}: the index must be an int tensor, got {index.dtype}")
-
-
 # ---------------------------------------------------------------- gather_nd
 
 
 def _gather_nd_infer(x, index):
-    _check_index(index, "gather_nd")
     if not index.shape or index.shape[-1] < 1:
         raise ValueError(f"gather_nd: the index {fmt(index.shape)} needs a last dim of known "
                          "size >= 1 (how many leading dims of x it addresses)")
@@ -44,6 +38,7 @@ defop(
     grad=lambda e, ins, outs, douts, attrs, need: [
         e("gather_nd_grad", douts[0], ins[0], ins[1]), None],
     no_grad=("Index",),
+    dtypes={"Index": dtypes.INTS},
     doc="out[i] = X[Index[i]]: each row of Index's last dim addresses leading dims of X.",
 )
 defop(
@@ -54,6 +49,7 @@ defop(
     grad=lambda e, ins, outs, douts, attrs, need: [
         e("gather_nd", douts[0], ins[2]), None, None],
     no_grad=("X", "Index"),
+    dtypes={"G": dtypes.FLOATS, "Index": dtypes.INTS},
     doc="Zeros like X with G added where gather_nd read (the gradient of gather_nd).",
 )
 
@@ -61,7 +57,6 @@ defop(
 
 
 def _scatter_infer(x, index, updates, overwrite=True):
-    _check_index(index, "scatter")
     if len(index.shape) > 1:
         raise ValueError(f"scatter: the index must be 1-D, got shape {fmt(index.shape)}")
     if not x.shape:
@@ -96,6 +91,7 @@ defop(
     infer=_scatter_infer,
     grad=_scatter_grad,
     no_grad=("Index",),
+    dtypes={"Index": dtypes.INTS},
     doc="X with rows Index set to Updates (overwrite: the last of repeated indices wins) "
         "or to the sum of their Updates (overwrite=False).",
 )
@@ -104,6 +100,7 @@ defop(
     inputs=("Index",),
     kernel=gather.scatter_winners,
     infer=lambda index: Meta((shapes.numel(index.shape),), dtypes.bool_),
+    dtypes=dtypes.INTS,
     doc="Which updates an overwriting scatter keeps: the last written to each row.",
 )
 
@@ -111,8 +108,6 @@ defop(
 
 
 def _masked_select_infer(x, mask):
-    if mask.dtype != dtypes.bool_:
-        raise TypeError(f"masked_select: the mask must be a bool tensor, got {mask.dtype}")
     shapes.broadcast(x.shape, mask.shape, "masked_select")
     return Meta((-1,), x.dtype)
 
@@ -125,6 +120,7 @@ defop(
     grad=lambda e, ins, outs, douts, attrs, need: [
         unbroadcast(e, e("masked_select_grad", douts[0], ins[0], ins[1]), ins[0]), None],
     no_grad=("Mask",),
+    dtypes={"Mask": dtypes.BOOLS},
     doc="The elements of X where Mask (broadcast with X) holds, as a 1-D tensor.",
 )
 defop(
@@ -136,6 +132,7 @@ defop(
     grad=lambda e, ins, outs, douts, attrs, need: [
         e("masked_select", douts[0], ins[2]), None, None],
     no_grad=("X", "Mask"),
+    dtypes={"G": dtypes.FLOATS, "Mask": dtypes.BOOLS},
     doc="G placed where Mask holds, zeros elsewhere (the gradient of masked_select).",
 )
 
@@ -157,9 +154,7 @@ defop(
 
 
 def _repeat_interleave_infer(x, repeats, times=1, axis=None):
-    if repeats is not None:
-        _check_index(repeats, "repeat_interleave")
-    elif times < 0:
+    if repeats is None and times < 0:
         raise ValueError(f"repeat_interleave: repeats must be >= 0, got {times}")
     if axis is None:
         shape, ax = (shapes.numel(x.shape),), 0
@@ -186,6 +181,7 @@ defop(
     infer=_repeat_interleave_infer,
     grad=_repeat_interleave_grad,
     no_grad=("Repeats",),
+    dtypes={"Repeats": dtypes.INTS},
     doc="Each element of X along axis repeated (times, or Repeats[i] for element i); "
         "axis None: over the flattened input.",
 )
@@ -200,6 +196,7 @@ defop(
     grad=lambda e, ins, outs, douts, attrs, need: [
         e("repeat_interleave", douts[0], ins[2], **attrs), None, None],
     no_grad=("X", "Repeats"),
+    dtypes={"G": dtypes.FLOATS, "Repeats": dtypes.INTS},
     doc="Sum G's repeats back into X's shape (the gradient of repeat_interleave).",
 )
 

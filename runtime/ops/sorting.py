@@ -55,8 +55,6 @@ defop(
 
 
 def _along_axis_infer(x, index, axis, op):
-    if index.dtype not in dtypes.INTS:
-        raise TypeError(f"{op}: the index must be an int tensor, got {index.dtype}")
     if len(index.shape) != len(x.shape):
         raise ValueError(f"{op}: the index {fmt(index.shape)} and the input {fmt(x.shape)} "
                          "must have the same rank")
@@ -80,6 +78,7 @@ defop(
     grad=lambda e, ins, outs, douts, attrs, need: [
         e("take_along_axis_grad", douts[0], ins[0], ins[1], axis=attrs["axis"]), None],
     no_grad=("Index",),
+    dtypes={"Index": dtypes.INTS},
     doc="out[..., i, ...] = X[..., Index[..., i, ...], ...] along axis.",
 )
 defop(
@@ -91,5 +90,6 @@ defop(
     grad=lambda e, ins, outs, douts, attrs, need: [
         e("take_along_axis", douts[0], ins[2], axis=attrs["axis"]), None, None],
     no_grad=("X", "Index"),
+    dtypes={"G": dtypes.FLOATS, "Index": dtypes.INTS},
     doc="Zeros like X with G added at Index along axis (the gradient of take_along_axis).",
 )

@@ -38,8 +38,8 @@ def _array_write_kernel(xp, array, x, i):
 
 
 def _array_write_infer(array, x, i):
-    if i.dtype not in dtypes.INTS or shapes.numel(i.shape) not in (1, -1):
-        raise TypeError(f"array_write: the index must be one int, got {i.dtype}{fmt(i.shape)}")
+    if shapes.numel(i.shape) not in (1, -1):
+        raise ValueError(f"array_write: the index must be one int, got shape {fmt(i.shape)}")
     if len(array.shape) != len(x.shape) + 1:
         raise ValueError(f"array_write: an element of shape {fmt(x.shape)} does not fit an "
                          f"array of shape {fmt(array.shape)}")
@@ -66,6 +66,7 @@ defop(
     infer=_array_write_infer,
     grad=_array_write_grad,
     no_grad=("I",),
+    dtypes={"I": dtypes.INTS},
     doc="The stacked tensor array Array with element I set to X (growing it when I is "
         "past its end).",
 )

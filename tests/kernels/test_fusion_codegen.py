@@ -222,7 +222,14 @@ def test_codegen_refuses_float16_and_inconsistent_dtypes():
     with pytest.raises(TypeError, match="insert the casts"):
         fusion.cuda_source([["add", ["x0", "x1"], {}, "float32"]], ["float32", "int64"], [1, 1])
     with pytest.raises(ValueError, match="does not fit"):
-        fusion.cuda_source([["clip", ["x0"], {"min": -math.inf}, "int32"]], ["int32"], [1])
+        fusion.cuda_source([["scale", ["x0"], {"scale": 1e12}, "int32"]], ["int32"], [1])
+
+
+def test_an_integer_clip_without_a_bound_clips_at_the_dtypes_end():
+    """As the clip kernel does: -inf (no lower bound) of an int32 is its minimum."""
+    src = fusion.cuda_source([["clip", ["x0"], {"min": -math.inf, "max": 5.0}, "int32"]],
+                             ["int32"], [1])
+    assert "((int)-2147483648LL)" in src and "((int)5LL)" in src
 
 
 def _table_kernels():

@@ -82,7 +82,7 @@ def test_run_time_lengths_are_unknown_and_later_ops_infer_with_them():
 
 @pytest.mark.parametrize("op,metas,attrs,message", [
     ("topk", [m(3, 4)], {"k": 5}, r"topk: k=5 is out of range for axis -1 of shape \[3, 4\]"),
-    ("masked_fill", [m(3), m(3), m()], {}, "masked_fill: the mask must be a bool tensor"),
+    ("masked_fill", [m(3), m(3), m()], {}, "masked_fill: Mask must be a bool tensor"),
     ("einsum", [[m(2, 3), m(4, 5)]], {"equation": "ij,jk->ik"},
      "einsum: subscript 'j' of 'ij,jk->ik' is 3 in one operand and 4 in another"),
     ("gather_nd", [m(3, 4), m(2, 3, dtype="int64")], {}, "gather_nd: the index addresses 3"),

@@ -488,6 +488,34 @@ def test_promoted_inputs_must_promote_alike_in_numpy_and_dy2stat():
     verify(_mixed_add("float32", "float32", "float32"))
 
 
+@pytest.mark.parametrize("op_type, inputs, out_shape, out_dtype, field, fragment", [
+    ("where", {"Cond": ((3,), "int32"), "X": ((3,), "float32"), "Y": ((3,), "float32")},
+     (3,), "float32", "inputs.Cond[0]", "where: Cond must be a bool tensor, got int32"),
+    ("gather", {"X": ((3,), "float32"), "Index": ((2,), "float32")}, (2,), "float32",
+     "inputs.Index[0]", "gather: Index must be an integer tensor"),
+    ("dropout", {"X": ((3,), "float32"), "Mask": ((3,), "int64")}, (3,), "float32",
+     "inputs.Mask[0]", "dropout: Mask must be a float tensor"),
+    # integer sums and products are int64, whatever the file says
+    ("sum", {"X": ((3,), "uint8")}, (), "uint8", "outputs.Out[0]",
+     "'out' is declared uint8[] but op 'sum' computes int64[]"),
+    ("sum", {"X": ((3,), "int32")}, (), "int32", "outputs.Out[0]",
+     "'out' is declared int32[] but op 'sum' computes int64[]"),
+    ("prod", {"X": ((3,), "int16")}, (), "int16", "outputs.Out[0]",
+     "'out' is declared int16[] but op 'prod' computes int64[]"),
+    ("dropout", {"X": ((3,), "float16"), "Mask": ((3,), "float32")}, (3,), "float32",
+     "outputs.Out[0]", "'out' is declared float32[3] but op 'dropout' computes float16[3]"),
+])
+def test_dtypes_the_registry_does_not_give_are_refused(op_type, inputs, out_shape, out_dtype,
+                                                      field, fragment):
+    p = _one_op(op_type, inputs, {}, out_shape=out_shape, out_dtype=out_dtype)
+    broken(p, fragment, field=f"blocks[0].ops[0].{field}")
+    doc = serialize.program_to_dict(p, [slot.lower() for slot in inputs], ["out"])
+    with pytest.raises(FormatError) as info:
+        serialize.program_from_json(json.dumps(doc), "model.json")
+    assert info.value.field == f"blocks[0].ops[0].{field}"
+    assert str(info.value).startswith(f"model.json: blocks[0].ops[0].{field}: ")
+
+
 def _saved_loop(tmp_path):
     """A converted loop (float32 x + int64 i cast inside the body), saved with jit.save."""
     @d2s.jit.to_static
