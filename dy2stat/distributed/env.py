@@ -27,8 +27,6 @@ _LAUNCHER_VARIABLES = (
     ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),  # Open MPI
 )
 BACKENDS = ("mpi", "nccl")
-# How long a failing rank waits for the others to hear of it before it ends the job.
-_GRACE_S = 2.0
 
 
 class ParallelEnv:
@@ -128,6 +126,8 @@ def _stop_the_job(kind, exc, tb) -> None:
         sys.stderr.flush()
         reason = " ".join(f"{kind.__name__}: {exc}".split())
         communicator.notify_failure(reason)
-        communicator.linger(min(_GRACE_S, communicator.timeout))
+        # The others hear of it at their next collective and end the job; one that
+        # never gets there is ended after as long as a collective may take.
+        communicator.linger(communicator.timeout)
     sys.stderr.flush()
     communicator.abort(1)

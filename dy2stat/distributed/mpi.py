@@ -85,10 +85,14 @@ class MpiCommunicator:
                                                    tag=_FAILED_TAG))
 
     def linger(self, seconds: float) -> None:
-        """Give the notices ``seconds`` to reach the others (who then stop the job)."""
+        """Give the other ranks up to ``seconds`` to hear of this one's failure (one that
+        does ends the job); over at once when every other rank has failed too."""
         deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            self._comm.Iprobe(source=self._mpi.ANY_SOURCE, tag=_FAILED_TAG)  # progress
+        failed, status = set(), self._mpi.Status()
+        while len(failed) < self.world_size - 1 and time.monotonic() < deadline:
+            while self._comm.Iprobe(source=self._mpi.ANY_SOURCE, tag=_FAILED_TAG, status=status):
+                self._receive_notice(status)
+                failed.add(status.Get_source())
             time.sleep(0.01)
 
     def abort(self, status: int) -> None:
@@ -100,11 +104,13 @@ class MpiCommunicator:
         """Raise ``PeerFailed`` when another rank has said it fails."""
         status = self._mpi.Status()
         if self._comm.Iprobe(source=self._mpi.ANY_SOURCE, tag=_FAILED_TAG, status=status):
-            message = bytearray(status.Get_count(self._mpi.BYTE))
-            self._comm.Recv([message, self._mpi.BYTE], source=status.Get_source(),
-                            tag=_FAILED_TAG)
-            raise PeerFailed(f"rank {status.Get_source()} failed "
-                             f"({message.decode('utf-8', 'replace')})")
+            reason = self._receive_notice(status)
+            raise PeerFailed(f"rank {status.Get_source()} failed ({reason})")
+
+    def _receive_notice(self, status) -> str:
+        message = bytearray(status.Get_count(self._mpi.BYTE))
+        self._comm.Recv([message, self._mpi.BYTE], source=status.Get_source(), tag=_FAILED_TAG)
+        return message.decode("utf-8", "replace")
 
     def _wait(self, request, what: str) -> None:
         if request.Test():

@@ -60,6 +60,17 @@ def test_two_ranks_train_as_one_process_on_the_combined_batch(two_ranks, kind):
 
 
 @needs_mpi
+def test_no_sync_accumulates_and_the_next_backward_averages_the_sums(two_ranks):
+    rank0 = two_ranks[0]
+    got = {k[len("no_sync/got/"):]: rank0[k] for k in rank0 if k.startswith("no_sync/got/")}
+    expected = {k[len("no_sync/expected/"):]: rank0[k] for k in rank0
+                if k.startswith("no_sync/expected/")}
+    assert sorted(got) == sorted(expected) and got
+    for name, value in expected.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-7, err_msg=name)
+
+
+@needs_mpi
 def test_a_rank_that_raises_stops_the_job_with_its_error(tmp_path):
     start = time.monotonic()
     result = run_job(tmp_path, "raise")

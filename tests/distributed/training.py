@@ -5,7 +5,7 @@ N ranks (this file run by mpiexec) or in one process on the combined batch (impo
 
 writes OUT_DIR/rank<r>.npz (each step's loss and the final parameters of each
 model). MODE ``raise``, ``hang`` or ``batch`` makes rank 1 raise, sleep, or read
-batches of another size at step 3 (with a one-second timeout on collectives).
+batches of another size at step 3 (``hang``: with a one-second timeout on collectives).
 """
 
 from __future__ import annotations
@@ -91,9 +91,36 @@ def _fail(x, y):
     return x[:-1], y[:-1]  # "batch": one sample fewer
 
 
+def accumulated(world_size: int, rank: int) -> tuple[dict, dict]:
+    """A backward under ``no_sync`` on rank 0 only (with no traffic, the others need not
+    take part), then one on every rank: the gradients DataParallel leaves, and the
+    mean over the ranks of each rank's summed gradients (computed here from every
+    rank's data, without DataParallel)."""
+    def batch(r, k):
+        return d2s.to_tensor(np.random.default_rng(10 * r + k).standard_normal(
+            [BATCH, 16]).astype("float32"))
+
+    def loss(net, x):
+        return (net(x) ** 2).mean()
+
+    net = DataParallel(model("mlp", seed=0))
+    if rank == 0:
+        with net.no_sync():
+            loss(net, batch(rank, 0)).backward()
+    loss(net, batch(rank, 1)).backward()
+    got = {k: p.grad.numpy() for k, p in net.named_parameters() if p.grad is not None}
+    alone = model("mlp", seed=0)
+    for r in range(world_size):
+        for k in (0, 1) if r == 0 else (1,):
+            loss(alone, batch(r, k)).backward()
+    expected = {"_layers." + k: p.grad.numpy() / world_size
+                for k, p in alone.named_parameters() if p.grad is not None}
+    return got, expected
+
+
 def main() -> None:
     out, mode = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None
-    env = d2s.distributed.init_parallel_env(timeout=1.0 if mode else 60.0)
+    env = d2s.distributed.init_parallel_env(timeout=1.0 if mode == "hang" else 60.0)
     fail_at = 3 if mode and env.rank == 1 else None
     results = {}
     for kind in (("mlp",) if mode else ("mlp", "lenet")):
@@ -103,6 +130,10 @@ def main() -> None:
         results[f"{kind}/losses"] = losses
         results[f"{kind}/without_grad"] = [k.removeprefix("_layers.") for k in without_grad]
         results.update({f"{kind}/{k}": v for k, v in params.items()})
+    if not mode:
+        got, expected = accumulated(env.world_size, env.rank)
+        results.update({f"no_sync/got/{k}": v for k, v in got.items()})
+        results.update({f"no_sync/expected/{k}": v for k, v in expected.items()})
     np.savez(os.path.join(out, f"rank{env.rank}.npz"), **results)
 
 
