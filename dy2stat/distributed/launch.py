@@ -1,11 +1,10 @@
 """Starting a data-parallel job: ``dy2stat launch -n N train.py [args]``.
 
 N processes of ``train.py`` under ``mpiexec`` (the one installed next to this
-Python, as ``pip install mpich`` puts it, else the first on PATH); one process
-runs the script directly, without MPI. Each process gets an equal share of the
-cores for its math libraries unless ``OMP_NUM_THREADS`` (or a library's own
-variable) is set, and unbuffered output so the ranks' lines come as they
-print them.
+Python, as ``pip install mpich`` puts it, else the first on PATH), each with an
+equal share of the cores for its math libraries unless ``OMP_NUM_THREADS`` (or
+a library's own variable) is set, and unbuffered output so the ranks' lines
+come as they print them. One process runs the script directly, without MPI.
 """
 
 from __future__ import annotations
@@ -37,12 +36,13 @@ def launch(nprocs: int, script: str, args=()) -> int:
     if not os.path.isfile(script):
         raise LaunchError(f"{script}: no such file")
     command = [sys.executable, script, *args]
-    if nprocs > 1:
-        mpiexec = find_mpiexec()
-        if mpiexec is None:
-            raise LaunchError("mpiexec is not installed (next to this Python or on PATH): "
-                              "pip install 'dy2stat[distributed]'")
-        command = [mpiexec, "-n", str(nprocs), *command]
+    if nprocs == 1:
+        return subprocess.run(command).returncode
+    mpiexec = find_mpiexec()
+    if mpiexec is None:
+        raise LaunchError("mpiexec is not installed (next to this Python or on PATH): "
+                          "pip install 'dy2stat[distributed]'")
+    command = [mpiexec, "-n", str(nprocs), *command]
     return subprocess.run(command, env=_environment(nprocs)).returncode
 
 
