@@ -30,6 +30,8 @@ _current = threading.local()  # .backward: the Backward running in this thread
 
 
 class _Group:
+    """Tensors watched together, and their hooks (the handle ``watch`` returns)."""
+
     def __init__(self, tensors: list, on_ready: Callable, on_done: Callable):
         self.tensors, self.on_ready, self.on_done = tensors, on_ready, on_done
         self.id = next(_ids)
@@ -61,6 +63,7 @@ def watching() -> bool:
 
 
 def watched(tensor) -> bool:
+    """Whether some group watches ``tensor``."""
     return id(tensor) in _watchers
 
 

@@ -21,6 +21,7 @@ batch's.
 from __future__ import annotations
 
 import contextlib
+import weakref
 
 import numpy as np
 
@@ -66,6 +67,7 @@ class DataParallel(Layer):
                       if not p.stop_gradient and p.dtype in dtypes.FLOATS]
             self._reducer = _Reducer(communicator, params, comm_buffer_size * _MB,
                                      last_comm_buffer_size * _MB, check_batch_sizes)
+            weakref.finalize(self, self._reducer.hooks.remove)  # a dropped wrapper sends nothing
 
     def __call__(self, *inputs, **kwargs):
         if self._reducer is not None:
@@ -175,7 +177,7 @@ class _Reducer:
         self.buckets = _buckets(params[::-1], bucket_bytes, first_bytes,  # last layers first
                                 communicator.world_size)
         self.bucket_of = {id(p): b for b in self.buckets for p in b.params}
-        self._hooks = gradient_hooks.watch(params, self._ready, self._done)
+        self.hooks = gradient_hooks.watch(params, self._ready, self._done)
         self._reset()
 
     def _reset(self) -> None:

@@ -4,6 +4,7 @@ hangs ends the job with a clear error; a job of one is the model itself."""
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 import subprocess
@@ -15,7 +16,8 @@ import numpy as np
 import pytest
 
 import dy2stat as d2s
-from dy2stat.distributed import DataParallel, DistributedError, env, launch
+from dy2stat import gradient_hooks
+from dy2stat.distributed import DataParallel, DistributedError, data_parallel, env, launch
 from tests.distributed import training
 
 MPIEXEC = launch.find_mpiexec()
@@ -150,3 +152,20 @@ def test_init_parallel_env_refuses_bad_arguments(fresh_job, kwargs, message):
 def test_data_parallel_wraps_layers_only():
     with pytest.raises(TypeError, match="expected a Layer, got function"):
         DataParallel(lambda x: x)
+
+
+def test_a_wrapper_that_is_dropped_stops_watching(fresh_job):
+    class Communicator:  # enough to build the wrapper: it sends nothing here
+        xp, rank, world_size = np, 0, 2
+
+        def broadcast(self, array, root, what):
+            return array
+
+    env.job.communicator = Communicator()
+    net = training.MLP()
+    wrapper = DataParallel(net)
+    assert isinstance(wrapper._reducer, data_parallel._Reducer)
+    assert all(gradient_hooks.watched(p) for p in net.parameters())
+    del wrapper
+    gc.collect()
+    assert not any(gradient_hooks.watched(p) for p in net.parameters())

@@ -168,3 +168,4 @@ def test_hand_out_passes_its_values_to_the_listener_of_its_thread():
     with debug.listening(lambda index, values: heard.append((index, values[0].tolist()))):
         exe.run(program, feed=feed, fetch_list=[y])
     assert heard == [(7, [2.0, 4.0])]
+
