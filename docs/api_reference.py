@@ -40,6 +40,7 @@ NAMESPACES = [
     ("dy2stat.static", None),
     ("dy2stat.static.nn", None),
     ("dy2stat.io", None),
+    ("dy2stat.distributed", None),
     ("dy2stat.metric", None),
     ("dy2stat.hapi", None),
     ("dy2stat.hapi.callbacks", None),

@@ -1,6 +1,17 @@
 """dy2stat: write models eagerly; one decorator turns them into static programs."""
 
-from dy2stat import io, jit, metric, nn, onnx, optimizer, regularizer, static, vision
+from dy2stat import (
+    distributed,
+    io,
+    jit,
+    metric,
+    nn,
+    onnx,
+    optimizer,
+    regularizer,
+    static,
+    vision,
+)
 from dy2stat import methods as _methods
 from dy2stat.array import array_length, array_read, array_write, create_array
 from dy2stat.autograd import enable_grad, grad, is_grad_enabled, no_grad
@@ -24,6 +35,7 @@ from dy2stat.creation import (
 )
 from dy2stat.default_dtype import get_default_dtype, set_default_dtype
 from dy2stat.device import get_device, is_compiled_with_cuda, set_device
+from dy2stat.distributed import DataParallel
 from dy2stat.flags import get_flags, set_flags
 from dy2stat.hapi import Model
 from dy2stat.jit import ProgramTranslator, TracedLayer, declarative, to_static

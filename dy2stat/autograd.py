@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 
+from dy2stat import gradient_hooks
 from dy2stat.dispatch import Node, apply
 from dy2stat.dy2static import markers
 from dy2stat.mode import state
@@ -207,47 +208,71 @@ def _run(roots, seeds, retain_graph, create_graph, targets):
         _accumulate(grads, _key(root), seed)
     target_keys = {_key(t): t for t in targets} if targets is not None else {}
     found = {}
+    order = _order(roots)
+    # backward() into watched leaves (data-parallel training): their hooks run as each
+    # leaf's gradient is complete, not when the whole backward is.
+    watch = None
+    if targets is None and gradient_hooks.watching():
+        watch = gradient_hooks.Backward(order, _tensor_inputs,
+                                        lambda x, g: _send(grads, x, g, None))
+    outer = gradient_hooks.running(watch)
     previous_mode = state.grad_enabled
     state.grad_enabled = create_graph
     try:
-        for node in _order(roots):
+        if watch is not None:
+            watch.start()
+        for node in order:
             if node.freed:
                 raise RuntimeError(
                     f"backward through the {node.op.type} op a second time: its saved values "
                     "were freed by the first backward. Pass retain_graph=True to the first "
                     "backward (or grad) call to keep them"
                 )
-            douts = [grads.pop((id(node), i), None) for i in range(len(node.outputs))]
-            for key in [(id(node), i) for i in range(len(node.outputs))]:
-                if key in target_keys:
-                    found[id(target_keys[key])] = douts[key[1]]
-            if all(g is None for g in douts):
-                continue
-            _check_versions(node)
-            douts = [
-                g if g is not None else Tensor(out._data * 0) for g, out in zip(douts, node.outputs)
-            ]
-            douts = _group(node, douts)
-            in_grads = node.op.grad(apply, node.inputs, node.outputs, douts,
-                                    node.op.full_attrs(node.attrs), node.need)
-            for x, g, needed in zip(node.inputs, in_grads, node.need):
-                if not needed or g is None:
-                    continue
-                if isinstance(x, (list, tuple)):
-                    for xi, gi in zip(x, g):
-                        _send(grads, xi, gi, targets)
-                else:
-                    _send(grads, x, g, targets)
-            if not retain_graph:
+            if watch is not None:
+                watch.enter(node)
+            ran = _apply_rule(node, grads, target_keys, found, targets)
+            if watch is not None:
+                watch.leave(node)
+            if ran and not retain_graph:
                 node.freed = True
                 node.inputs = node.outputs = ()
         # Leaves (and targets that are leaves) collect what reached them.
         for key, g in grads.items():
             if key in target_keys:
                 found[id(target_keys[key])] = g
+        if watch is not None:
+            watch.end()
     finally:
         state.grad_enabled = previous_mode
+        gradient_hooks.running(outer)
     return found
+
+
+def _apply_rule(node, grads, target_keys, found, targets) -> bool:
+    """Run ``node``'s gradient rule on the gradients of its outputs and send the results
+    to its inputs; False when no gradient reached the node (nothing ran)."""
+    douts = [grads.pop((id(node), i), None) for i in range(len(node.outputs))]
+    for key in [(id(node), i) for i in range(len(node.outputs))]:
+        if key in target_keys:
+            found[id(target_keys[key])] = douts[key[1]]
+    if all(g is None for g in douts):
+        return False
+    _check_versions(node)
+    douts = [
+        g if g is not None else Tensor(out._data * 0) for g, out in zip(douts, node.outputs)
+    ]
+    douts = _group(node, douts)
+    in_grads = node.op.grad(apply, node.inputs, node.outputs, douts,
+                            node.op.full_attrs(node.attrs), node.need)
+    for x, g, needed in zip(node.inputs, in_grads, node.need):
+        if not needed or g is None:
+            continue
+        if isinstance(x, (list, tuple)):
+            for xi, gi in zip(x, g):
+                _send(grads, xi, gi, targets)
+        else:
+            _send(grads, x, g, targets)
+    return True
 
 
 def _group(node, flat):

@@ -1,4 +1,4 @@
-"""The ``dy2stat`` command line: demo, transpile, export, convert, inspect, run.
+"""The ``dy2stat`` command line: demo, transpile, export, convert, inspect, run, launch.
 
 No command prints a traceback. Every failure is one line on stderr,
 ``dy2stat COMMAND: error: ...``, and the exit status says what failed: 2 for
@@ -26,6 +26,7 @@ import numpy as np
 
 import dy2stat
 from dy2stat import demo, picture, program_view
+from dy2stat.distributed import launch
 from dy2stat.dy2static import convert, origin, parser, transformer
 from dy2stat.dy2static.errors import Dy2StaticError
 from dy2stat.hapi import checkpoint
@@ -617,6 +618,17 @@ def _read_npy(what: str, file: str) -> np.ndarray:
     return array
 
 
+# ---------------------------------------------------------------------- launch
+def _launch(args) -> int:
+    try:
+        status = launch.launch(args.nprocs, args.script, args.args)
+    except launch.LaunchError as exc:
+        raise UserError(str(exc)) from None
+    if status != 0:  # the ranks printed why
+        print(f"dy2stat launch: error: the job failed (exit status {status})", file=sys.stderr)
+    return status
+
+
 # ---------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -709,6 +721,18 @@ def build_parser() -> argparse.ArgumentParser:
     convert_cmd.add_argument("--opset", type=int, metavar="N",
                              help="the ONNX opset (default 17)")
     convert_cmd.set_defaults(run=_convert_saved)
+
+    launch_cmd = commands.add_parser(
+        "launch", help="run a training script as N data-parallel processes (mpiexec)",
+        description="Run SCRIPT with ARGS as N processes under mpiexec, the ranks of one "
+                    "data-parallel job (see docs/distributed.md); the exit status is the "
+                    "job's.")
+    launch_cmd.add_argument("-n", "--nprocs", type=int, default=1, metavar="N",
+                            help="the number of processes (default 1: no MPI)")
+    launch_cmd.add_argument("script", metavar="SCRIPT.py")
+    launch_cmd.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
+                            help="passed to the script")
+    launch_cmd.set_defaults(run=_launch)
 
     return parser
 

@@ -4,7 +4,9 @@
 outputs, and the eager tensors it captured (parameters, buffers). Calling it
 runs the compiled forward plan. When an input or parameter needs a gradient,
 the call records one tape node; its backward runs the program's gradient ops
-on the forward's kept intermediates.
+on the forward's kept intermediates. A parameter whose gradient someone waits
+for (``gradient_hooks``: data-parallel training) is handed out by a
+``hand_out`` op of the backward plan as soon as the plan has computed it.
 """
 
 from __future__ import annotations
@@ -14,14 +16,15 @@ import copy
 
 import numpy
 
-from dy2stat import device
+from dy2stat import device, gradient_hooks
 from dy2stat.dispatch import Node
 from dy2stat.kernels import backend
 from dy2stat.mode import state
 from dy2stat.runtime import backward as runtime_backward
 from dy2stat.runtime import batch_split, dtypes, passes
 from dy2stat.runtime import executor as runtime_executor
-from dy2stat.runtime.ir import Program
+from dy2stat.runtime.ir import Operator, Program
+from dy2stat.runtime.ops import debug
 from dy2stat.runtime.passes import layout
 from dy2stat.runtime.registry import OpDef, Slot
 from dy2stat.tensor import Tensor
@@ -43,7 +46,7 @@ class ProgramRunner:
         self._plans: dict = {}
         self._forward_plans: dict = {}  # xp -> the forward plan (run_arrays' fast path)
         self._split_forward: dict = {}  # xp -> _Split (forward only) or None
-        # (xp, inputs needing grad, trainable names) -> _Plans
+        # (xp, inputs needing grad, trainable names, streamed names) -> _Plans
         self._backward: dict = {}
 
     # ---------------------------------------------------------------- forward
@@ -90,7 +93,10 @@ class ProgramRunner:
             return [Tensor(a) for a in self.run_arrays(arrays)]
         scope, where = self._scope()
         needs = tuple(not t.stop_gradient for t in inputs)
-        plans = self._backward_plans(scope.xp, needs, tuple(trainable))
+        streamed = ()
+        if gradient_hooks.watching():
+            streamed = tuple(n for n in trainable if gradient_hooks.watched(self.captured[n]))
+        plans = self._backward_plans(scope.xp, needs, tuple(trainable), streamed)
         feeds = self._feeds(arrays, scope.xp)
         split, n_out = plans.split, len(self.fetch_names)
         at = split and batch_split.split_point(list(feeds.values()), split.work)
@@ -122,15 +128,16 @@ class ProgramRunner:
         return [n for n, t in self.captured.items()
                 if not t.stop_gradient and t.dtype in dtypes.FLOATS]
 
-    def _backward_plans(self, xp, needs=None, trainable=None) -> _Plans:
+    def _backward_plans(self, xp, needs=None, trainable=None, streamed=()) -> _Plans:
         """Plans for the gradients w.r.t. the feeds flagged in ``needs`` (default: all)
-        and the ``trainable`` parameters (default: those needing grad now); one set of
-        plans per combination, so a frozen input costs no gradient computation."""
+        and the ``trainable`` parameters (default: those needing grad now), the
+        ``streamed`` ones handed out as they are computed; one set of plans per
+        combination, so a frozen input costs no gradient computation."""
         if needs is None:
             needs = (True,) * len(self.feed_names)
         if trainable is None:
             trainable = tuple(self._trainable())
-        key = (xp, needs, trainable)
+        key = (xp, needs, trainable, streamed)
         if key in self._backward:
             return self._backward[key]
         full = copy.deepcopy(self._optimized)
@@ -160,14 +167,20 @@ class ProgramRunner:
         saved_names = sorted(
             n for n in read - defined_later - seed_names
             if n in block.vars and not block.vars[n].persistable)
+        grad_names = [None if g is None else g.name for g in grads]
+        plans = _Plans(wrt, targets, grad_names, [s.name for s in seeds], list(trainable),
+                       saved_names)
+        hand_outs = {grad_names[wrt.index(n)]: plans.trainable.index(n) for n in streamed
+                     if grad_names[wrt.index(n)] is not None}
         forward_program = _with_block0_ops(full, block.ops[:n_forward])
+        if hand_outs:
+            backward_ops = _with_hand_outs(backward_ops, hand_outs)
+            plans.hands_out = True
         backward_program = _with_block0_ops(full, backward_ops, data=saved_names)
-        plans = _Plans(wrt, targets, [None if g is None else g.name for g in grads],
-                       [s.name for s in seeds], list(trainable), saved_names)
         plans.differentiable = differentiable
         plans.forward = self._plan(("train_forward", needs, trainable), forward_program,
                                    self.feed_names, self.fetch_names + saved_names, xp)
-        plans.backward = self._plan(("backward", needs, trainable), backward_program,
+        plans.backward = self._plan(("backward", needs, trainable, streamed), backward_program,
                                     saved_names + plans.seed_names, plans.grad_fetches, xp)
         if xp is numpy:
             plans.split = self._training_split(full, n_forward, plans, forward_program,
@@ -187,6 +200,7 @@ class ProgramRunner:
             dout_by_name[name] = dout._data if previous is None else previous + dout._data
         seeds = {seed: dout_by_name[target]
                  for target, seed in zip(plans.targets, plans.seed_names)}
+        delivered: set[int] = set()  # indices in plans.trainable of gradients handed out
         with where:
             if len(saved) == 2:
                 split = plans.split
@@ -194,6 +208,14 @@ class ProgramRunner:
                 parts = batch_split.run_halves(split.plan("backward"), {**saved[0], **first},
                                                {**saved[1], **second}, scope)
                 values = iter(batch_split.combine(split.grad_kinds, *parts))
+            elif plans.hands_out:
+                def hand_out(index, values):
+                    tensor = self.captured[plans.trainable[index]]
+                    if gradient_hooks.deliver(tensor, Tensor(values[0])):
+                        delivered.add(index)
+
+                with debug.listening(hand_out):
+                    values = iter(plans.backward.run({**saved[0], **seeds}, scope))
             else:
                 values = iter(plans.backward.run({**saved[0], **seeds}, scope))
         grads = {}
@@ -203,8 +225,8 @@ class ProgramRunner:
         for name in self.feed_names:
             g = grads.get(name)
             input_grads.append(None if g is None else Tensor(g))
-        param_grads = [None if grads.get(n) is None else Tensor(grads[n])
-                       for n in plans.trainable]
+        param_grads = [None if grads.get(n) is None or k in delivered else Tensor(grads[n])
+                       for k, n in enumerate(plans.trainable)]
         return input_grads, param_grads
 
     # ------------------------------------------------------------ splitting
@@ -276,6 +298,7 @@ class _Plans:
         self.seed_names, self.trainable, self.saved_names = seed_names, trainable, saved_names
         self.grad_fetches = [g for g in grad_names if g is not None]
         self.differentiable: set[str] = set()  # the names a gradient flows through
+        self.hands_out = False  # the backward plan has hand_out ops (see _with_hand_outs)
         self.forward = self.backward = self.split = None
 
 
@@ -390,6 +413,31 @@ def _free_names(program: Program, idx: int) -> set:
         for sub in op.sub_blocks():
             read |= _free_names(program, sub)
     return read - set(block.vars)
+
+
+def _with_hand_outs(ops: list, hand_outs: dict) -> list:
+    """``ops`` with a ``hand_out`` of each value named in ``hand_outs`` (name -> index)
+    right after it is computed. A backward ends with the copies (and casts) of each
+    gradient into its final name: each moves up to right after its source is final."""
+    n = len(ops)
+    while n and ops[n - 1].type in ("assign", "cast") and len(ops[n - 1].input_names()) == 1:
+        n -= 1
+    body, tail = list(ops[:n]), ops[n:]
+    at = {name: k for k, op in enumerate(body) for name in op.output_names()}  # last writes
+    after: dict[int, list] = {}  # body index (-1: before the first op) -> ops to follow it
+    for op in tail:
+        k = at.get(op.input_names()[0], -1)
+        after.setdefault(k, []).append(op)
+        for name in op.output_names():
+            at[name] = k
+    for name, index in hand_outs.items():
+        after.setdefault(at.get(name, -1), []).append(
+            Operator("hand_out", {"X": [name]}, {}, {"index": index}))
+    result = list(after.get(-1, ()))
+    for k, op in enumerate(body):
+        result.append(op)
+        result.extend(after.get(k, ()))
+    return result
 
 
 def _with_block0_ops(program: Program, ops, data=()) -> Program:

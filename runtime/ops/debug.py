@@ -1,6 +1,9 @@
-"""Ops with effects when a program runs: ``print`` and ``assert``."""
+"""Ops with effects when a program runs: ``print``, ``assert`` and ``hand_out``."""
 
 from __future__ import annotations
+
+import contextlib
+import threading
 
 import numpy as np
 
@@ -26,6 +29,29 @@ def _assert_kernel(xp, cond, message="", error="AssertionError"):
         raise kind(message) if message else kind()
 
 
+_listener = threading.local()  # .fn: what ``hand_out`` passes its values to, or None
+
+
+def _hand_out_kernel(xp, values, index=0):
+    """Pass the values to whoever listens to the running plan (``listening``)."""
+    fn = getattr(_listener, "fn", None)
+    if fn is not None:
+        fn(index, values)
+
+
+@contextlib.contextmanager
+def listening(fn):
+    """Within the block, every ``hand_out`` op this thread runs calls ``fn(index, values)``
+    (a converted program's backward hands out each parameter's gradient as soon as it
+    is final, for data-parallel training to send while the backward goes on)."""
+    previous = getattr(_listener, "fn", None)
+    _listener.fn = fn
+    try:
+        yield
+    finally:
+        _listener.fn = previous
+
+
 defop(
     "print",
     inputs=("X*",),
@@ -47,4 +73,14 @@ defop(
     infer=lambda cond, **_: (),
     doc="Raise AssertionError(message) (or the `error` named, UnboundLocalError) when the "
         "program runs and Cond is not all true.",
+)
+defop(
+    "hand_out",
+    inputs=("X*",),
+    outputs=(),
+    attrs={"index": 0},
+    kernel=_hand_out_kernel,
+    infer=lambda xs, **_: (),
+    doc="Pass the values, and `index`, to the listener of the running program (none: "
+        "nothing happens); a training backward hands out each gradient when it is final.",
 )

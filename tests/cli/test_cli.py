@@ -105,7 +105,7 @@ def work(tmp_path_factory):
 
 
 @pytest.mark.parametrize("command", [[], ["demo"], ["transpile"], ["export"], ["inspect"],
-                                     ["run"]])
+                                     ["run"], ["launch"]])
 def test_help(command):
     result = dy2stat(*command, "--help")
     assert result.stdout.startswith("usage: dy2stat")
