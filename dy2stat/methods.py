@@ -265,12 +265,17 @@ for _name in (
 
 
 # Spellings PyTorch users write, each the same op as the Paddle-style method.
+def _spelling(fn, doc: str):
+    fn.__doc__ = doc
+    return fn
+
+
 def _cast_to(dtype):
-    return lambda self: ops.cast(self, dtype)
+    return _spelling(lambda self: ops.cast(self, dtype), f"The tensor cast to {dtype}.")
 
 
 def _fill_(self, value):
-    """Set every element to `value`, in place (as ``x[...] = value``)."""
+    """Set every element to `value`, in place (as ``x[...] = value``); returns the tensor."""
     from dy2stat import creation  # (creation builds on the tensor types this module makes)
 
     self._assign(lambda old: creation.full_like(old, value))
@@ -278,6 +283,7 @@ def _fill_(self, value):
 
 
 def _swapaxes(self, a, b):
+    """The tensor with dims `a` and `b` exchanged."""
     perm = list(range(self.ndim))
     perm[a], perm[b] = perm[b], perm[a]
     return ops.transpose(self, perm)
@@ -285,42 +291,56 @@ def _swapaxes(self, a, b):
 
 def _new(fill):
     def method(self, *shape, dtype=None):
-        """A new tensor of `shape` with this tensor's dtype (unless given)."""
         from dy2stat import creation
 
         return creation.full(ops._shape_list(shape), fill, dtype or self.dtype)
+
+    method.__doc__ = (f"A new tensor of `shape` (``x.new_{'zeros' if fill == 0 else 'ones'}"
+                      f"(2, 3)``) filled with {fill}, of this tensor's dtype unless given.")
     return method
 
 
+def _axis(axis, dim):
+    return axis if dim is None else dim
+
+
 SURFACE.update({
-    "softmax": lambda self, axis=-1, dim=None: ops.softmax(self, axis if dim is None else dim),
-    "log_softmax": lambda self, axis=-1, dim=None: ops.log_softmax(
-        self, axis if dim is None else dim),
-    "clamp": ops.clip,
-    "mul": ops.multiply,
-    "sub": ops.subtract,
-    "div": ops.divide,
-    "true_divide": ops.divide,
-    "ne": ops.not_equal,
-    "reciprocal": lambda self: ops.divide(1.0, self),
-    "dim": lambda self: self.ndim,
+    "softmax": _spelling(lambda self, axis=-1, dim=None: ops.softmax(self, _axis(axis, dim)),
+                         "Softmax over `axis` (or PyTorch's `dim`), as d2s.softmax."),
+    "log_softmax": _spelling(
+        lambda self, axis=-1, dim=None: ops.log_softmax(self, _axis(axis, dim)),
+        "Log-softmax over `axis` (or `dim`)."),
+    "clamp": _spelling(lambda self, min=None, max=None: ops.clip(self, min, max),
+                       "The tensor clipped to [min, max], as ``clip``."),
+    "mul": _spelling(lambda self, other: ops.multiply(self, other), "``multiply``."),
+    "sub": _spelling(lambda self, other: ops.subtract(self, other), "``subtract``."),
+    "div": _spelling(lambda self, other: ops.divide(self, other), "``divide``."),
+    "true_divide": _spelling(lambda self, other: ops.divide(self, other), "``divide``."),
+    "ne": _spelling(lambda self, other: ops.not_equal(self, other), "``not_equal``."),
+    "reciprocal": _spelling(lambda self: ops.divide(1.0, self), "1 / the tensor."),
+    "dim": _spelling(lambda self: self.ndim, "The number of dims, as ``ndim``."),
     "float": _cast_to("float32"),
     "double": _cast_to("float64"),
     "half": _cast_to("float16"),
     "int": _cast_to("int32"),
     "long": _cast_to("int64"),
     "bool": _cast_to("bool"),
-    "type_as": lambda self, other: ops.cast(self, other.dtype),
-    "where": lambda self, condition, other: ops.where(condition, self, other),
-    "amax": lambda self, axis=None, keepdim=False: ops.max(self, axis, keepdim),
-    "amin": lambda self, axis=None, keepdim=False: ops.min(self, axis, keepdim),
-    "contiguous": lambda self: self,
+    "type_as": _spelling(lambda self, other: ops.cast(self, other.dtype),
+                         "The tensor cast to `other`'s dtype."),
+    "where": _spelling(lambda self, condition, other: ops.where(condition, self, other),
+                       "This tensor where `condition` holds, else `other` (d2s.where)."),
+    "amax": _spelling(lambda self, axis=None, keepdim=False: ops.max(self, axis, keepdim),
+                      "The maximum over `axis`, as ``max``."),
+    "amin": _spelling(lambda self, axis=None, keepdim=False: ops.min(self, axis, keepdim),
+                      "The minimum over `axis`, as ``min``."),
+    "contiguous": _spelling(lambda self: self, "The tensor itself (tensors are contiguous)."),
     "swapaxes": _swapaxes,
-    "zero_": lambda self: _fill_(self, 0),
+    "zero_": _spelling(lambda self: _fill_(self, 0), "Set every element to 0, in place."),
     "fill_": _fill_,
     "new_zeros": _new(0),
     "new_ones": _new(1),
-    "dot": lambda self, other: ops.sum(ops.multiply(self, other)),
+    "dot": _spelling(lambda self, other: ops.sum(ops.multiply(self, other)),
+                     "The dot product of two 1-D tensors."),
 })
 
 

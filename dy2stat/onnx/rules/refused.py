@@ -24,3 +24,5 @@ refuse("draws random numbers, which ONNX Runtime would not draw as dy2stat does;
 refuse("stops the program when its condition fails, which no ONNX op can do; check the "
        "condition outside the exported function",
        "assert")
+refuse("hands a parameter's gradient to data-parallel training while the backward runs: "
+       "it appears only in backward programs, which do not export to ONNX", "hand_out")
