@@ -78,8 +78,9 @@ class Entry:
 
     def __init__(self, holder, access: str, name, value, label: str):
         # access: "attr" (getattr(holder, name)), "item" (holder[name], a globals dict),
-        # "cell" (a closure cell's contents) or "keys" (the keys of getattr(holder, name):
-        # the ids of a Layer's hooks)
+        # "cell" (a closure cell's contents), "keys" (the keys of getattr(holder, name):
+        # the ids of a Layer's hooks) or "grad" (whether the tensor holder has a gradient,
+        # and its shape and dtype: ``grad_layout``)
         self.holder, self.access, self.name, self.label = holder, access, name, label
         self.kind = kind_of(value)
         self.expected = copy.deepcopy(value) if self.kind == SNAPSHOT else value
@@ -101,6 +102,8 @@ class Entry:
     def read(self):
         if self.access == "attr":
             return getattr(self.holder, self.name)
+        if self.access == "grad":
+            return grad_layout(self.holder)
         if self.access == "item":
             return self.holder[self.name]
         if self.access == "keys":
@@ -126,6 +129,13 @@ class Entry:
         except Exception:
             return f"{self.label} was deleted"
         return f"{self.label} changed from {_show(self.expected)} to {_show(now)}"
+
+
+def grad_layout(tensor) -> tuple | None:
+    """None when ``tensor`` has no gradient, else the gradient's shape and dtype: what a
+    program that reads the gradient assumes of it."""
+    grad = tensor._grad
+    return None if grad is None else (grad._data.shape, grad._data.dtype)
 
 
 def _show(value) -> str:
@@ -165,6 +175,9 @@ def _getter(entries: list[Entry]):
     if access == "cell":
         cells = [e.holder for e in entries]
         return lambda _: tuple(c.cell_contents for c in cells)
+    if access == "grad":
+        tensors = [e.holder for e in entries]
+        return lambda _: tuple(map(grad_layout, tensors))
     names = [e.name for e in entries]
     if access == "keys":
         return lambda holder: tuple(tuple(getattr(holder, n)) for n in names)
@@ -177,7 +190,7 @@ def _getter(entries: list[Entry]):
 def _compile(entries: list[Entry]) -> list[_Check]:
     groups: dict = {}
     for e in entries:
-        key = "cells" if e.access == "cell" else (id(e.holder), e.access)
+        key = e.access if e.access in ("cell", "grad") else (id(e.holder), e.access)
         groups.setdefault(key, []).append(e)
     return [_Check(group) for group in groups.values()]
 

@@ -4,7 +4,9 @@
 outputs, and the eager tensors it captured (parameters, buffers). Calling it
 runs the compiled forward plan. When an input or parameter needs a gradient,
 the call records one tape node; its backward runs the program's gradient ops
-on the forward's kept intermediates.
+on the forward's kept intermediates. A training step's program (one that made
+its own backward and updates) records nothing: its ``prologue`` gives the
+host inputs fed after the call's own.
 """
 
 from __future__ import annotations
@@ -30,8 +32,11 @@ from dy2stat.tensor import Tensor
 class ProgramRunner:
     """A program with named feeds and fetches, run eagerly and differentiably."""
 
-    def __init__(self, program: Program, feed_names, fetch_names, captured: dict):
+    def __init__(self, program: Program, feed_names, fetch_names, captured: dict,
+                 prologue=None):
         self.program = program
+        # A training step's: () -> the arrays of its host inputs, the last feeds.
+        self.prologue = prologue
         self.feed_names = list(feed_names)
         self.fetch_names = list(fetch_names)
         self.captured = captured  # name -> eager Tensor read at every run
@@ -83,6 +88,9 @@ class ProgramRunner:
     def __call__(self, inputs: list) -> list:
         """Run on eager tensors; returns output tensors (recorded on the tape if needed)."""
         arrays = [t._data for t in inputs]
+        if self.prologue is not None:
+            arrays += self.prologue()
+            return [Tensor(a) for a in self.run_arrays(arrays)]
         if not state.grad_enabled:
             return [Tensor(a) for a in self.run_arrays(arrays)]
         trainable = self._trainable()
