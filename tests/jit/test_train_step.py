@@ -1,0 +1,436 @@
+"""A whole training step inside one converted function: forward, ``loss.backward()``,
+``opt.step()``, ``opt.clear_grad()`` are one program, and every run leaves what the eager
+step leaves -- losses, parameters, gradients and optimizer state, bit for bit."""
+
+import traceback
+
+import numpy as np
+import pytest
+
+import dy2stat as d2s
+from dy2stat import jit, nn
+from dy2stat.jit.step_record import TrainingStepError
+from dy2stat.optimizer import lr
+from dy2stat.static import InputSpec
+from dy2stat.vision.models import LeNet
+
+STEPS = 4
+LOSS = nn.MSELoss()
+
+
+def _data(steps=STEPS, batch=3, seed=0):
+    rng = np.random.default_rng(seed)
+    return [(d2s.to_tensor(rng.standard_normal((batch, 4)).astype("float32")),
+             d2s.to_tensor(rng.standard_normal((batch, 2)).astype("float32")))
+            for _ in range(steps)]
+
+
+class Setup:
+    """A small network and its optimizer, built the same way every time."""
+
+    def __init__(self, make_optimizer):
+        d2s.seed(0)
+        self.net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+        self.opt = make_optimizer(self.net.parameters())
+        self.scheduler = self.opt._learning_rate if isinstance(
+            self.opt._learning_rate, lr.LRScheduler) else None
+
+
+def assert_same(eager: Setup, converted: Setup) -> None:
+    """Parameters, gradients and optimizer state equal bit for bit."""
+    for p, q in zip(eager.net.parameters(), converted.net.parameters()):
+        np.testing.assert_array_equal(p.numpy(), q.numpy())
+        assert (p.grad is None) == (q.grad is None)
+        if p.grad is not None:
+            np.testing.assert_array_equal(p.grad.numpy(), q.grad.numpy())
+    a, b = eager.opt.state_dict(), converted.opt.state_dict()
+    assert len(a) == len(b)
+    for (key, x), y in zip(a.items(), b.values()):  # parameter names differ: by order
+        if key == "LR_Scheduler":
+            assert x == y
+        else:
+            np.testing.assert_array_equal(x.numpy(), y.numpy())
+
+
+def compare(make_optimizer, make_step, call=None, steps=STEPS):
+    """Run ``make_step(setup)`` eagerly and converted on the same data; the results of
+    every call and the final state agree bit for bit. Returns the converted function."""
+    call = call or (lambda f, setup, x, y, i: f(x, y))
+    eager, converted = Setup(make_optimizer), Setup(make_optimizer)
+    f_eager = make_step(eager)
+    f_converted = jit.to_static(make_step(converted))
+    for i, (x, y) in enumerate(_data(steps)):
+        want = call(f_eager, eager, x, y, i)
+        got = call(f_converted, converted, x, y, i)
+        np.testing.assert_array_equal(_values(got), _values(want))
+    assert_same(eager, converted)
+    return f_converted
+
+
+def _values(result):
+    if isinstance(result, (list, tuple)):
+        return [_values(r) for r in result]
+    return None if result is None else np.asarray(result, dtype=np.float64)
+
+
+def standard_step(setup):
+    net, opt = setup.net, setup.opt
+
+    def train_step(x, y):
+        loss = LOSS(net(x), y)
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+        return loss
+
+    return train_step
+
+
+def _schedule():
+    return lr.CosineAnnealingDecay(0.05, T_max=3)
+
+
+OPTIMIZERS = {
+    "SGD": lambda ps: d2s.optimizer.SGD(0.1, parameters=ps),
+    "Momentum": lambda ps: d2s.optimizer.Momentum(_schedule(), momentum=0.8, parameters=ps,
+                                                  use_nesterov=True),
+    "Adam": lambda ps: d2s.optimizer.Adam(_schedule(), parameters=ps, weight_decay=0.01),
+    "AdamW": lambda ps: d2s.optimizer.AdamW(0.01, parameters=ps,
+                                            grad_clip=d2s.optimizer.ClipGradByGlobalNorm(0.5)),
+    "RMSProp": lambda ps: d2s.optimizer.RMSProp(0.01, centered=True, momentum=0.5,
+                                                parameters=ps),
+    "Adagrad": lambda ps: d2s.optimizer.Adagrad(_schedule(), parameters=ps,
+                                                grad_clip=d2s.optimizer.ClipGradByNorm(0.3)),
+    "Adamax": lambda ps: d2s.optimizer.Adamax(0.01, parameters=ps,
+                                              weight_decay=d2s.regularizer.L1Decay(0.01)),
+    "Lamb": lambda ps: d2s.optimizer.Lamb(_schedule(), parameters=ps,
+                                          grad_clip=d2s.optimizer.ClipGradByValue(0.2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_every_optimizer_steps_as_eager(name):
+    """Scheduled rates stepped outside, decay, clipping: each step is eager's."""
+
+    def call(f, setup, x, y, i):
+        loss = f(x, y)
+        if setup.scheduler is not None:
+            setup.scheduler.step()
+        return loss
+
+    f = compare(OPTIMIZERS[name], standard_step, call)
+    assert len(f.program_cache) == 1
+    types = [op.type for op in f.concrete_program.main_program.all_ops()]
+    assert "matmul_grad" in types or any(t.endswith("_grad") for t in types)
+
+
+def test_the_step_is_one_program_with_no_tape():
+    setup = Setup(OPTIMIZERS["Adam"])
+    f = jit.to_static(standard_step(setup))
+    x, y = _data(1)[0]
+    loss = f(x, y)
+    assert loss.stop_gradient  # no tape node: the program made its own backward
+    program = f.concrete_program.main_program
+    types = [op.type for op in program.global_block().ops]
+    assert types.count("adam") == 4
+    assert all(p.grad is None for p in setup.net.parameters())
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_a_scheduler_stepped_inside_gives_eager_rates(where):
+    def make_step(setup):
+        net, opt, scheduler = setup.net, setup.opt, setup.scheduler
+
+        def train_step(x, y):
+            loss = LOSS(net(x), y)
+            loss.backward()
+            if where == "before":
+                scheduler.step()
+            opt.step()
+            if where == "after":
+                scheduler.step()
+            opt.clear_grad()
+            return loss, opt.get_lr()
+
+        return train_step
+
+    def call(f, setup, x, y, i):
+        loss, rate = f(x, y)
+        return float(loss), float(np.float32(float(rate)))  # the rate is a float32 tensor
+
+    compare(lambda ps: d2s.optimizer.Adam(lr.StepDecay(0.1, 2, 0.5), parameters=ps),
+            make_step, call, steps=5)
+
+
+def test_gradients_accumulated_over_two_backward_calls():
+    def make_step(setup):
+        net, opt = setup.net, setup.opt
+
+        def train_step(x, y):
+            first = LOSS(net(x), y)
+            first.backward()
+            second = LOSS(net(x * 2.0), y)
+            second.backward()
+            opt.step()
+            opt.clear_grad()
+            return first + second
+
+        return train_step
+
+    compare(OPTIMIZERS["Momentum"], make_step)
+
+
+def test_gradients_accumulated_over_calls_then_an_eager_step():
+    """A converted backward-only function keeps the gradients in .grad, adding to those
+    of the calls before; the eager step every second call uses them."""
+
+    def make_step(setup):
+        net = setup.net
+
+        def accumulate(x, y):
+            loss = LOSS(net(x), y)
+            loss.backward()
+            return loss
+
+        return accumulate
+
+    def call(f, setup, x, y, i):
+        loss = f(x, y)
+        if i % 2:
+            setup.opt.step()
+            setup.opt.clear_grad()
+        return loss
+
+    f = compare(OPTIMIZERS["Adam"], make_step, call)
+    assert len(f.program_cache) == 2  # with and without gradients kept from before
+
+
+def test_an_eager_backward_then_a_converted_update():
+    def make_step(setup):
+        opt = setup.opt
+
+        def update():
+            opt.step()
+            opt.clear_grad()
+
+        return update
+
+    def call(f, setup, x, y, i):
+        loss = LOSS(setup.net(x), y)
+        loss.backward()
+        f()
+        return loss
+
+    compare(OPTIMIZERS["Adamax"], make_step, call)
+
+
+def test_eager_and_converted_steps_take_turns():
+    def call(f, setup, x, y, i):
+        if i % 2:
+            return f(x, y)
+        loss = LOSS(setup.net(x), y)
+        loss.backward()
+        setup.opt.step()
+        setup.opt.clear_grad()
+        return loss
+
+    compare(OPTIMIZERS["Adam"], standard_step, call, steps=5)
+
+
+def test_optimizer_state_round_trips_after_converted_steps(tmp_path):
+    """state_dict after converted steps restores into a fresh optimizer, which goes on
+    converted as the original goes on eagerly."""
+    data = _data(6)
+    original = Setup(OPTIMIZERS["Adam"])
+    f = jit.to_static(standard_step(original))
+    for x, y in data[:3]:
+        f(x, y)
+    d2s.save(original.opt.state_dict(), str(tmp_path / "opt.pdopt"))
+    d2s.save(original.net.state_dict(), str(tmp_path / "net.pdparams"))
+    restored = Setup(OPTIMIZERS["Adam"])
+    restored.net.set_state_dict(d2s.load(str(tmp_path / "net.pdparams")))
+    opt_state = d2s.load(str(tmp_path / "opt.pdopt"))
+    # The keys name the parameters: rename them to the fresh network's.
+    names = dict(zip([p.name for p in original.net.parameters()],
+                     [p.name for p in restored.net.parameters()]))
+    renamed = {}
+    for key, value in opt_state.items():
+        for old, new in names.items():
+            if key.startswith(old + "_"):
+                key = new + key[len(old):]
+                break
+        renamed[key] = value
+    restored.opt.set_state_dict(renamed)
+    g = jit.to_static(standard_step(restored))
+    eager_step = standard_step(original)
+    for x, y in data[3:]:
+        np.testing.assert_array_equal(g(x, y).numpy(), eager_step(x, y).numpy())
+    assert_same(original, restored)
+
+
+def test_minimize_inside_converted_code():
+    def make_step(setup):
+        net, opt = setup.net, setup.opt
+
+        def train_step(x, y):
+            loss = LOSS(net(x), y)
+            opt.minimize(loss)
+            opt.clear_grad()
+            return loss
+
+        return train_step
+
+    compare(OPTIMIZERS["RMSProp"], make_step)
+
+
+def test_retain_graph_and_a_second_backward():
+    def make_step(setup):
+        net, opt = setup.net, setup.opt
+
+        def train_step(x, y):
+            loss = LOSS(net(x), y)
+            loss.backward(retain_graph=True)
+            loss.backward()
+            opt.step()
+            opt.clear_grad()
+            return loss
+
+        return train_step
+
+    compare(OPTIMIZERS["SGD"], make_step)
+
+
+def test_a_second_backward_through_a_freed_graph_fails_as_eagerly():
+    setup = Setup(OPTIMIZERS["SGD"])
+
+    @jit.to_static
+    def twice(x, y):
+        loss = LOSS(setup.net(x), y)
+        loss.backward()
+        loss.backward()
+        return loss
+
+    with pytest.raises(RuntimeError, match="a second time"):
+        twice(*_data(1)[0])
+
+
+def test_no_grad_regions_and_set_to_zero():
+    def make_step(setup):
+        net, opt = setup.net, setup.opt
+
+        def train_step(x, y):
+            out = net(x)
+            loss = LOSS(out, y)
+            with d2s.no_grad():
+                metric = (out - y).abs().mean()
+            loss.backward()
+            opt.step()
+            opt.clear_grad(set_to_zero=True)
+            return loss, metric
+
+        return train_step
+
+    compare(OPTIMIZERS["Adagrad"], make_step)
+
+
+def test_a_hand_written_update_of_the_parameters():
+    def make_step(setup):
+        net = setup.net
+
+        def train_step(x, y):
+            loss = LOSS(net(x), y)
+            loss.backward()
+            with d2s.no_grad():
+                for p in net.parameters():
+                    p.set_value(p - 0.1 * p.grad)
+                    p.clear_grad()
+            return loss
+
+        return train_step
+
+    compare(OPTIMIZERS["SGD"], make_step)
+
+
+class Trainer:
+    """A step written as a method that reads its network and optimizer from self."""
+
+    def __init__(self, net):
+        self.net, self.loss = net, nn.CrossEntropyLoss()
+        self.opt = d2s.optimizer.Adam(parameters=net.parameters(), learning_rate=0.01)
+
+    def step(self, x, y):
+        loss = self.loss(self.net(x), y)
+        loss.backward()
+        self.opt.step()
+        self.opt.clear_grad()
+        return loss
+
+
+class BatchNormNet(nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2D(1, 4, 3), nn.BatchNorm2D(4)
+        self.fc, self.unused = nn.Linear(4 * 6 * 6, 10), nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.fc(d2s.flatten(nn.functional.relu(self.bn(self.conv(x))), 1))
+
+
+@pytest.mark.parametrize("model,size,spec", [
+    (LeNet, 28, None),
+    (LeNet, 28, [InputSpec([-1, 1, 28, 28]), InputSpec([-1, 1], "int64")]),
+    (BatchNormNet, 8, None),
+])
+def test_image_models_train_as_eager(model, size, spec):
+    rng = np.random.default_rng(1)
+    batches = [(d2s.to_tensor(rng.standard_normal((n, 1, size, size)).astype("float32")),
+                d2s.to_tensor(rng.integers(0, 10, (n, 1)))) for n in (4, 6, 4)]
+    results = []
+    for convert in (False, True):
+        d2s.seed(0)
+        trainer = Trainer(model())
+        step = jit.to_static(trainer.step, input_spec=spec) if convert else trainer.step
+        losses = [float(step(x, y)) for x, y in batches]
+        results.append((losses, [t.numpy() for t in trainer.net.state_dict().values()]))
+    assert results[0][0] == results[1][0]
+    for a, b in zip(results[0][1], results[1][1]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_an_argument_needing_a_gradient_is_a_clear_error():
+    setup = Setup(OPTIMIZERS["SGD"])
+    f = jit.to_static(standard_step(setup))
+    x, y = _data(1)[0]
+    f(x, y)
+    x_grad = d2s.to_tensor(x.numpy(), stop_gradient=False)
+    with pytest.raises(TrainingStepError, match="reaches the argument 'x'"):
+        f(x_grad, y)
+
+
+def test_backward_inside_a_tensor_branch_is_a_clear_error():
+    setup = Setup(OPTIMIZERS["SGD"])
+
+    @jit.to_static
+    def train_step(x, y):
+        loss = LOSS(setup.net(x), y)
+        if loss > 0.0:
+            loss.backward()
+        return loss
+
+    with pytest.raises(TrainingStepError, match="tensor-dependent") as info:
+        train_step(*_data(1)[0])
+    text = "".join(traceback.format_exception(info.value))
+    assert f'File "{__file__}"' in text and "loss.backward()" in text
+
+
+def test_reduce_on_plateau_inside_needs_its_metric_outside():
+    setup = Setup(lambda ps: d2s.optimizer.SGD(lr.ReduceOnPlateau(0.1), parameters=ps))
+
+    @jit.to_static
+    def train_step(x, y):
+        loss = LOSS(setup.net(x), y)
+        setup.scheduler.step(loss)
+        return loss
+
+    with pytest.raises(TypeError, match="after the converted function returns"):
+        train_step(*_data(1)[0])
