@@ -28,7 +28,7 @@ from dy2stat.autograd import no_grad
 from dy2stat.dy2static.errors import Dy2StaticError
 from dy2stat.jit.guards import Entry, grad_layout
 from dy2stat.runtime import backward as runtime_backward
-from dy2stat.runtime import dtypes
+from dy2stat.runtime import dtypes, passes
 from dy2stat.static import framework
 from dy2stat.static.builder import capture, captured_tensors, user_location
 from dy2stat.static.variable import Variable
@@ -135,6 +135,10 @@ class StepRecord:
                 raise RuntimeError(
                     f"backward: outputs[{i}] does not require a gradient (stop_gradient="
                     "True): no input it was computed from has stop_gradient=False")
+        # As a converted Layer's forward is before its backward is built: each ReLU
+        # feeding a max pooling runs after it, on the smaller map (the same values and
+        # gradients, bit for bit).
+        passes.pool_before_relu_in_place(program)
         names = [r.name for r in roots]
         path, reached = runtime_backward.backward_path(program, names, list(leaves) + arguments)
         for i in path:
