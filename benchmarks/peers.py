@@ -9,8 +9,10 @@ Workloads (the second seed's and the classic ones):
   (``x * 1.1 + 1`` or ``x + 3``), x a float32 [16] of ones: 16 trips;
 - W3:  a LeNet-5 training step (5x5 convolutions, the first padded by 2, ReLU,
   2x2 max pooling, 120-84-10 with ReLUs), batch 64, Adam: forward,
-  cross-entropy, ``loss.backward()``, ``opt.step()``, ``opt.clear_grad()``,
-  the ordinary eager loop over a converted Layer.
+  cross-entropy, ``loss.backward()``, ``opt.step()``, ``opt.clear_grad()``
+  written in one function converted whole (one program per step); also the
+  ordinary eager loop over a converted Layer (forward and backward programs,
+  Adam eagerly).
 
 dy2stat runs each as eager code, as the interpreted plan (the flag
 ``native_tier`` off) and with the native tier (the plan's native form built,
@@ -22,9 +24,9 @@ native build runs in the background after it and is not part of it (its own
 time is printed for information).
 
 Goals: W2 <= 7 us (ahead of JAX's hand-written ``lax.while_loop``); W1s <=
-0.9x NumPy; W3 <= 0.8x PyTorch eager (not targeted yet: that needs a whole
-training step as one program; the ratio is printed against NumPy when
-PyTorch is missing); first call of W2 and W3 <= 50 ms.
+0.9x NumPy; W3 <= 0.8x PyTorch eager (when PyTorch is missing, against the
+5.6 ms PyTorch eager took on a 2-core machine like the one the figures in
+docs/performance.md come from: <= 4.5 ms); first call of W2 and W3 <= 50 ms.
 """
 
 from __future__ import annotations
@@ -322,20 +324,24 @@ def lenet_data():
             rng.integers(0, 10, 64).astype("int64"))
 
 
-def lenet_trainer(net):
+def lenet_trainer(net, whole=False):
+    """A step of the eager loop (over ``net`` as it is), or with ``whole`` the same step
+    as one converted function; returns the step and the function that trains."""
     x, y = lenet_data()
     xt, yt = d2s.to_tensor(x), d2s.to_tensor(y.reshape(-1, 1))
     loss_fn = nn.CrossEntropyLoss()
     opt = d2s.optimizer.Adam(parameters=net.parameters(), learning_rate=1e-3)
 
-    def step():
-        loss = loss_fn(net(xt), yt)
+    def train_step(x, y):
+        loss = loss_fn(net(x), y)
         loss.backward()
         opt.step()
         opt.clear_grad()
-        return float(loss)
+        return loss
 
-    return step
+    if whole:
+        train_step = d2s.jit.to_static(train_step)
+    return (lambda: float(train_step(xt, yt))), train_step
 
 
 def run_w3(models, repeats, number):
@@ -345,27 +351,32 @@ def run_w3(models, repeats, number):
     x, y = lenet_data()
     hand = LeNetNumPy(state)
     calls, notes = {"NumPy by hand": lambda: hand.step(x, y)}, {}
-    eager = lenet_trainer(eager_net)
+    eager, _ = lenet_trainer(eager_net)
     first = [hand.step(x, y), eager()]
     np.testing.assert_allclose(first[1], first[0], rtol=1e-4)
     calls["dy2stat eager"] = eager
-    for tier in ("interpreted", "native"):
+    for label, tier, whole in (("converted Layer", "interpreted", False),
+                               ("interpreted", "interpreted", True),
+                               ("native", "native", True)):
         net = models.lenet()
         net.set_state_dict({k: d2s.to_tensor(v) for k, v in state.items()})
 
-        def build(net=net, tier=tier):
-            d2s.jit.to_static(net)
-            step = lenet_trainer(net)
-            step()
-            native = [go_native(net.forward)] if tier == "native" else []
-            return step, native
+        def build(net=net, tier=tier, whole=whole):
+            if not whole:
+                d2s.jit.to_static(net)
+            step, function = lenet_trainer(net, whole)
+            value = step()
+            native = [go_native(function)] if tier == "native" else []
+            return step, value, native
 
-        step, native = with_flags(flags_for(tier), build)
-        if tier == "native":
-            notes["dy2stat native"] = ("no region of its plans lowers (convolutions, Adam): "
-                                       "runs the interpreted plans" if not native[0][0]
-                                       else f"native build {native[0][1]:.2f} s")
-        calls[f"dy2stat {tier}"] = step
+        step, value, native = with_flags(flags_for(tier), build)
+        assert value == first[1], (label, value, first[1])  # bit for bit, eager's loss
+        if native:
+            notes[f"dy2stat {label}"] = (
+                "no region of its plan lowers: runs the interpreted plan" if not native[0][0]
+                else f"native build {native[0][1]:.2f} s")
+        calls[f"dy2stat {label}"] = step
+    notes["dy2stat converted Layer"] = "the eager loop over a converted Layer"
     add_torch_w3(calls, notes, state, x, y)
     return best_us(calls, number, repeats), notes
 
@@ -384,9 +395,7 @@ def first_calls(directory, repeats) -> dict:
             start = time.perf_counter()
             models.w2(x)
             times["W2"].append((time.perf_counter() - start) * 1e3)
-        net = models.lenet()
-        d2s.jit.to_static(net)
-        step = lenet_trainer(net)
+        step, _ = lenet_trainer(models.lenet(), whole=True)
         start = time.perf_counter()
         step()
         times["W3"].append((time.perf_counter() - start) * 1e3)
@@ -523,9 +532,12 @@ def add_torch_w3(calls, notes, state, x, y):
 GOALS = {  # workload: (what the ratio is against, the goal, whether targeted yet)
     "W1s": ("NumPy by hand", 0.9, True),
     "W2": ("NumPy by hand", None, True),
-    "W3": ("PyTorch eager", 0.8, False),
+    "W3": ("PyTorch eager", 0.8, True),
 }
 W2_GOAL_US = 7.0
+# PyTorch eager's LeNet step on a 2-core machine like the docs' (5.6-7.1 ms): the W3
+# goal in ms when PyTorch is not installed to run beside it.
+W3_TORCH_MS = 5.6
 FIRST_CALL_GOAL_MS = 50.0
 
 
@@ -543,6 +555,10 @@ def report(name, times: dict, notes: dict) -> None:
         if label.startswith("dy2stat") and label != "dy2stat eager":
             if name == "W2":
                 mark = f"goal <= {W2_GOAL_US:g} us: " + ("met" if t <= W2_GOAL_US else "MISSED")
+            elif name == "W3" and base_label != against:
+                limit = goal * W3_TORCH_MS
+                mark = (f"goal <= {limit:.1f} ms ({goal}x PyTorch eager's {W3_TORCH_MS} ms, "
+                        "not installed): " + ("met" if t * scale <= limit else "MISSED"))
             elif goal is not None and base_label == against:
                 status = "met" if ratio <= goal else "MISSED"
                 mark = f"goal <= {goal}x: {status}" + ("" if targeted else " (not targeted yet)")
