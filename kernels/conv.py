@@ -72,11 +72,11 @@ def _pad(xp, x, pads, value=0):
 # slow when rows are short. Batch-minor [C*KH*KW, OH*OW*N] copies runs of
 # OW*N, then needs products over chunks of columns and a transpose back to
 # NCHW: faster for small maps. The input gradient is always batch-minor.
-_SHORT_ROW = 16
+SHORT_ROW = 16
 
 
 def _batch_minor(ow) -> bool:
-    return ow < _SHORT_ROW
+    return ow < SHORT_ROW
 
 
 def _im2col(xp, x, kh, kw, stride, padding, dilation, out_hw):
@@ -139,6 +139,14 @@ def _batch_minor_dy(dy_bm, groups):
 
 def conv2d(xp, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
     """2-D convolution of NCHW ``x`` with filter ``w`` [Cout, Cin/groups, KH, KW]."""
+    return conv2d_keeping_columns(xp, x, w, stride, padding, dilation, groups)[0]
+
+
+def conv2d_keeping_columns(xp, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                           groups=1):
+    """``conv2d`` and the im2col columns it multiplied, which the filter gradient of the
+    same input multiplies again (``conv2d_grad_filter_from_columns``): [N, C*KH*KW,
+    OH*OW], or batch-minor [1, C*KH*KW, OH*OW*N] (see ``_batch_minor``)."""
     stride, padding, dilation, (oh, ow) = _conv_geometry(
         x.shape, w.shape, stride, padding, dilation, groups
     )
@@ -147,10 +155,26 @@ def conv2d(xp, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
     if _batch_minor(ow):
         cols = _im2col_batch_minor(xp, x, kh, kw, stride, padding, dilation, (oh, ow))
         y = _product_by_chunks(xp, w, cols, groups, oh * ow, n)
-        return xp.ascontiguousarray(y.transpose(4, 0, 1, 2, 3)).reshape(n, cout, oh, ow)
+        y = xp.ascontiguousarray(y.transpose(4, 0, 1, 2, 3)).reshape(n, cout, oh, ow)
+        return y, cols[None]
     wg = w.reshape(groups, cout // groups, cg * kh * kw)
-    cols = _by_group(_im2col(xp, x, kh, kw, stride, padding, dilation, (oh, ow)), groups)
-    return xp.matmul(wg, cols).reshape(n, cout, oh, ow)
+    cols = _im2col(xp, x, kh, kw, stride, padding, dilation, (oh, ow))
+    return xp.matmul(wg, _by_group(cols, groups)).reshape(n, cout, oh, ow), cols
+
+
+def conv2d_columns_shape(x_shape, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                         groups=1) -> tuple:
+    """The shape of the columns ``conv2d_keeping_columns`` gives for the shape ``x_shape``
+    of its input and ``w_shape`` of its filter (-1 where it depends on an unknown dim)."""
+    n, c, h, w = x_shape
+    kh, kw = w_shape[2:]
+    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
+    oh = -1 if h == -1 else _conv_out(h, kh, sh, ph, dh)
+    ow = -1 if w == -1 else _conv_out(w, kw, sw, pw, dw)
+    rows = -1 if -1 in (c, kh, kw) else c * kh * kw
+    if ow != -1 and _batch_minor(ow):
+        return (1, rows, -1 if -1 in (n, oh) else oh * ow * n)
+    return (-1 if ow == -1 else n, rows, -1 if -1 in (oh, ow) else oh * ow)
 
 
 def conv2d_chwn(xp, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
@@ -271,14 +295,30 @@ def conv2d_grad_filter(
     stride, padding, dilation, (oh, ow) = _conv_geometry(
         x.shape, w_shape, stride, padding, dilation, groups
     )
-    n = x.shape[0]
-    cout, cg, kh, kw = w_shape
+    kh, kw = w_shape[2:]
     if _batch_minor(ow):
         cols = _im2col_batch_minor(xp, x, kh, kw, stride, padding, dilation, (oh, ow))
+    else:
+        cols = _im2col(xp, x, kh, kw, stride, padding, dilation, (oh, ow))
+    return _filter_from_columns(xp, cols, dy, w_shape, groups, ow)
+
+
+def conv2d_grad_filter_from_columns(xp, cols, dy, w_shape_ref, stride=(1, 1),
+                                    padding=(0, 0), dilation=(1, 1), groups=1):
+    """``conv2d_grad_filter`` from the columns ``conv2d_keeping_columns`` gave for the
+    same input (the same products, without copying the columns again)."""
+    ow = dy.shape[3]
+    cols = cols[0] if _batch_minor(ow) else cols
+    return _filter_from_columns(xp, cols, dy, tuple(w_shape_ref.shape), groups, ow)
+
+
+def _filter_from_columns(xp, cols, dy, w_shape, groups, ow):
+    n, cout, oh = dy.shape[:3]
+    if _batch_minor(ow):
         return _filter_product(xp, cols, dy.transpose(1, 2, 3, 0), w_shape, groups)
-    cols = _by_group(_im2col(xp, x, kh, kw, stride, padding, dilation, (oh, ow)), groups)
     dyg = _by_group(dy.reshape(n, cout, oh * ow), groups)
-    return xp.matmul(dyg, cols.transpose(0, 1, 3, 2)).sum(axis=0).reshape(w_shape)
+    return xp.matmul(dyg, _by_group(cols, groups).transpose(0, 1, 3, 2)).sum(
+        axis=0).reshape(w_shape)
 
 
 def conv2d_grad_filter_chwn(

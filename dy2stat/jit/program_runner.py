@@ -369,9 +369,13 @@ def _program_op(runner: ProgramRunner, saved: list, plans: _Plans, at) -> OpDef:
 
 
 def _compile(program: Program, feeds, fetches, xp, overlap=None):
-    """A plan of ``program``; on NumPy its image ops run batch-minor (``passes.layout``)."""
-    if xp is numpy and layout.settings.enabled:
-        program = passes.batch_minor_layout(program, fetches)
+    """A plan of ``program``. On NumPy a convolution shares its columns with its filter
+    gradient (a training step's program has both), and with the flag on its image ops run
+    batch-minor (``passes.layout``)."""
+    if xp is numpy:
+        program = passes.share_conv_columns(program, fetches)
+        if layout.settings.enabled:
+            program = passes.batch_minor_layout(program, fetches)
     return runtime_executor.compile(program, feeds, fetches, xp=xp, overlap=overlap)
 
 

@@ -20,12 +20,13 @@ from dy2stat.runtime.passes.layout import batch_minor_layout
 from dy2stat.runtime.passes.loop_invariants import hoist_loop_invariants
 from dy2stat.runtime.passes.pipeline import optimize
 from dy2stat.runtime.passes.pool_before_relu import pool_before_relu, pool_before_relu_in_place
+from dy2stat.runtime.passes.share_conv_columns import share_conv_columns
 from dy2stat.runtime.prune import dead_code_elimination
 
 __all__ = ["PASSES", "batch_minor_layout", "dead_code_elimination",
            "eliminate_common_subexpressions", "eliminate_dead_code", "fold_constants",
            "forward_assigns", "fuse_elementwise", "hoist_loop_invariants", "optimize",
-           "pool_before_relu", "pool_before_relu_in_place", "run_passes"]
+           "pool_before_relu", "pool_before_relu_in_place", "run_passes", "share_conv_columns"]
 
 PASSES: dict[str, Callable[..., Program]] = {
     "fold_constants": fold_constants,
@@ -37,6 +38,7 @@ PASSES: dict[str, Callable[..., Program]] = {
     "fuse_elementwise": fuse_elementwise,
     "pool_before_relu": pool_before_relu,
     "batch_minor_layout": batch_minor_layout,
+    "share_conv_columns": share_conv_columns,
 }
 
 
