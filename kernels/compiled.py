@@ -55,6 +55,12 @@ def build_now(name: str, build, timeout: float = 600.0):
     return _built.get(name)
 
 
+def wait_all(timeout: float = 600.0) -> None:
+    """Wait for every build started so far (benchmarks: time the steady state)."""
+    for thread in list(_threads.values()):
+        thread.join(timeout)
+
+
 def _build(name: str, build) -> None:
     try:
         fn = build()
