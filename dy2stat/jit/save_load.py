@@ -77,6 +77,11 @@ def save(layer_or_function, path: str, input_spec=None, output_spec=None) -> Non
     finally:
         if layer is not None and was_training:
             layer.train()
+    if concrete.runner.prologue is not None:
+        raise TypeError(
+            f"jit.save: {getattr(function, '__name__', 'the function')} makes a training step "
+            "(backward(), an optimizer's step or gradients): its program updates parameters "
+            "and cannot be saved for inference; save the model (its Layer) instead")
     fetches = _chosen_outputs(concrete.fetch_names, output_spec)
     write(path, concrete.main_program, concrete.feed_names, fetches, concrete.runner.captured)
 

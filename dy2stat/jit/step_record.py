@@ -42,10 +42,18 @@ class TrainingStepError(Dy2StaticError, NotImplementedError):
 class _Slot:
     """The gradient of one tensor in the trace: its value before, its value now."""
 
-    __slots__ = ("tensor", "old", "value", "written")
+    __slots__ = ("tensor", "old", "value", "written", "read_as")
 
     def __init__(self, tensor: Tensor, old, value, written: bool):
         self.tensor, self.old, self.value, self.written = tensor, old, value, written
+        # The name of the value read from before the call: an index assignment into the
+        # gradient (``p.grad[0] = 0``) rebinds the Variable, and that is a write.
+        self.read_as = value.name if isinstance(value, Variable) else None
+
+    def changed(self) -> bool:
+        if self.written:
+            return self.value is not self.old
+        return self.read_as is not None and self.value.name != self.read_as
 
 
 class StepRecord:
@@ -181,7 +189,7 @@ class StepRecord:
         """(tensor, label, value before, value after) of every gradient the trace set."""
         items = []
         for slot in self.slots.values():
-            if not slot.written or slot.value is slot.old:
+            if not slot.changed():
                 continue
             label = f"{self._label(slot.tensor)}.grad"
             if isinstance(slot.value, Variable) and slot.value.block.idx != 0:

@@ -31,6 +31,7 @@ class LRScheduler:
     """Base class: subclasses define ``get_lr()``, the rate at ``last_epoch``."""
 
     def __init__(self, learning_rate: float = 0.1, last_epoch: int = -1, verbose: bool = False):
+        _check_not_traced(self)
         if not isinstance(learning_rate, (int, float)):
             raise TypeError(
                 f"{type(self).__name__}: learning_rate must be a float, "
@@ -98,6 +99,14 @@ class LRScheduler:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(last_epoch={self.last_epoch}, last_lr={self.last_lr})"
+
+
+def _check_not_traced(scheduler: LRScheduler) -> None:
+    if state.recorder is not None:
+        raise RuntimeError(
+            f"{type(scheduler).__name__} is created inside converted code: the program would "
+            "keep the one made while tracing, where eager code starts a new one at every "
+            "call. Create the scheduler outside the converted function")
 
 
 def _replayed(scheduler: LRScheduler, advance, *args) -> bool:
@@ -486,6 +495,7 @@ class ReduceOnPlateau(LRScheduler):
         if threshold_mode not in ("rel", "abs"):
             raise ValueError(f"ReduceOnPlateau: threshold_mode must be 'rel' or 'abs', "
                              f"got {threshold_mode!r}")
+        _check_not_traced(self)
         if factor >= 1.0:
             raise ValueError(f"ReduceOnPlateau: factor must be less than 1.0, got {factor}")
         if not isinstance(learning_rate, (int, float)):

@@ -78,6 +78,11 @@ class Optimizer:
 
     def __init__(self, learning_rate: float | LRScheduler = 0.001, parameters=None,
                  weight_decay=None, grad_clip=None, name: str | None = None):
+        if mode.recorder is not None:
+            raise RuntimeError(
+                f"{type(self).__name__} is created inside converted code: the program would "
+                "keep the state of the one made while tracing, where eager code starts a "
+                "new one at every call. Create the optimizer outside the converted function")
         if not isinstance(learning_rate, (int, float, LRScheduler)) or isinstance(
                 learning_rate, bool):
             raise TypeError(

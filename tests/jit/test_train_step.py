@@ -434,3 +434,101 @@ def test_reduce_on_plateau_inside_needs_its_metric_outside():
 
     with pytest.raises(TypeError, match="after the converted function returns"):
         train_step(*_data(1)[0])
+
+
+def test_saving_a_training_step_is_a_clear_error(tmp_path):
+    setup = Setup(OPTIMIZERS["SGD"])
+    f = jit.to_static(standard_step(setup),
+                      input_spec=[InputSpec([-1, 4]), InputSpec([-1, 2])])
+    with pytest.raises(TypeError, match="save the model"):
+        jit.save(f, str(tmp_path / "step"))
+
+
+def test_the_usual_variations_of_a_step():
+    """clear_grad first, Layer.clear_gradients, a gradient norm returned, a gradient
+    edited by index assignment (kept across calls too)."""
+
+    def make_step(setup):
+        net, opt = setup.net, setup.opt
+
+        def train_step(x, y):
+            opt.clear_grad()
+            loss = LOSS(net(x), y)
+            loss.backward()
+            norm = d2s.add_n([(p.grad * p.grad).sum() for p in net.parameters()])
+            grad = net[0].weight.grad
+            grad[0] = 0.0
+            opt.step()
+            net.clear_gradients()
+            return loss, norm
+
+        return train_step
+
+    compare(OPTIMIZERS["Adam"], make_step)
+
+
+def test_a_gradient_kept_from_eager_code_edited_in_converted_code():
+    def make_step(setup):
+        net = setup.net
+
+        def edit():
+            grad = net[0].weight.grad
+            grad[0] = 0.0
+
+        return edit
+
+    def call(f, setup, x, y, i):
+        loss = LOSS(setup.net(x), y)
+        loss.backward()
+        f()
+        setup.opt.step()
+        setup.opt.clear_grad()
+        return loss
+
+    compare(OPTIMIZERS["SGD"], make_step, call)
+
+
+def test_two_optimizers_over_parts_of_a_network():
+    eager, converted = Setup(OPTIMIZERS["Adam"]), Setup(OPTIMIZERS["Adam"])
+    for setup in (eager, converted):  # the first optimizer trains the first layer only
+        setup.opt = d2s.optimizer.Adam(parameters=setup.net[0].parameters())
+        setup.head = d2s.optimizer.SGD(0.1, parameters=setup.net[2].parameters())
+
+    def make_step(setup):
+        def train_step(x, y):
+            loss = LOSS(setup.net(x), y)
+            loss.backward()
+            setup.opt.step()
+            setup.head.step()
+            setup.opt.clear_grad()
+            setup.head.clear_grad()
+            return loss
+
+        return train_step
+
+    f_eager, f_converted = make_step(eager), jit.to_static(make_step(converted))
+    for x, y in _data():
+        np.testing.assert_array_equal(f_converted(x, y).numpy(), f_eager(x, y).numpy())
+    assert_same(eager, converted)
+
+
+def test_an_optimizer_or_scheduler_made_inside_is_a_clear_error():
+    setup = Setup(OPTIMIZERS["SGD"])
+
+    @jit.to_static
+    def train_step(x, y):
+        opt = d2s.optimizer.Adam(parameters=setup.net.parameters())
+        loss = LOSS(setup.net(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    with pytest.raises(RuntimeError, match="outside the converted function"):
+        train_step(*_data(1)[0])
+
+    @jit.to_static
+    def scheduled(x):
+        return x * lr.StepDecay(0.1, 2)()
+
+    with pytest.raises(RuntimeError, match="outside the converted function"):
+        scheduled(_data(1)[0][0])
