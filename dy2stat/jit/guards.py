@@ -18,6 +18,10 @@ How a value is compared (``kind_of``):
   the program runs anyway; an array or a large list changed in place keeps the traced
   program: assign a new one, or make the array a buffer).
 
+A tensor's gradient that a training step read (``p.grad``, fed at every call) is guarded
+on whether there is one, and its shape and dtype (``grad_layout``): all such entries are
+checked together, in one call.
+
 The cost per call is what makes this affordable. Entries on Layers are checked only after
 some Layer's attributes changed (any assignment, registration or ``train``/``eval`` bumps
 ``layer.changes``); other entries are checked on every call, one ``attrgetter`` or

@@ -369,13 +369,14 @@ def _program_op(runner: ProgramRunner, saved: list, plans: _Plans, at) -> OpDef:
 
 
 def _compile(program: Program, feeds, fetches, xp, overlap=None):
-    """A plan of ``program``. On NumPy a convolution shares its columns with its filter
-    gradient (a training step's program has both), and with the flag on its image ops run
-    batch-minor (``passes.layout``)."""
+    """A plan of ``program``. On NumPy its image ops run batch-minor with the flag on
+    (``passes.layout``), and otherwise a convolution shares its columns with its filter
+    gradient (a training step's program has both)."""
     if xp is numpy:
-        program = passes.share_conv_columns(program, fetches)
         if layout.settings.enabled:
             program = passes.batch_minor_layout(program, fetches)
+        else:
+            program = passes.share_conv_columns(program, fetches)
     return runtime_executor.compile(program, feeds, fetches, xp=xp, overlap=overlap)
 
 
