@@ -84,6 +84,13 @@ class StepRecord:
             slot = self.slots[id(tensor)] = _Slot(tensor, old, value, False)
         return slot.value
 
+    def guard_trainable(self, tensors) -> None:
+        """The program assumes which of ``tensors`` need a gradient (what a backward reaches,
+        what an optimizer updates): guarded."""
+        for t in tensors:
+            self._guard(Entry(t, "stop_gradient", None, t.stop_gradient,
+                              f"{self._label(t)}.stop_gradient"))
+
     def set_grad(self, tensor: Tensor, value) -> None:
         slot = self.slots.get(id(tensor))
         if slot is None:
@@ -131,6 +138,8 @@ class StepRecord:
         top = program.global_block()
         roots = [_static(top, r) for r in roots]
         seeds = [None if s is None else _static(top, s) for s in seeds]
+        floats = [t for t in captured_tensors(program).values() if t.dtype in dtypes.FLOATS]
+        self.guard_trainable(floats)
         leaves = {n: t for n, t in captured_tensors(program).items()
                   if not t.stop_gradient and t.dtype in dtypes.FLOATS}
         hosts = set(self.input_names)

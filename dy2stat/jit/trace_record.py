@@ -176,7 +176,7 @@ class TraceRecord:
         self.entered: set = set()  # ids of the converted functions already recorded
         self.originals: dict = {}  # (holder id, "attr", name) -> the object first seen there
         self.grad_mode = state.grad_enabled  # the caller's, when the trace starts
-        self.steps = StepRecord(self._guard_grad, self._tensor_label)
+        self.steps = StepRecord(self._guard_tensor, self._tensor_label)
         for name, value in arguments:
             self._label(value, name)
         if instance is not None:
@@ -201,8 +201,8 @@ class TraceRecord:
     def _tensor_label(self, tensor: Tensor) -> str:
         return self.labels.get(id(tensor)) or tensor.name or "a tensor"
 
-    def _guard_grad(self, entry: Entry) -> None:
-        self.always.setdefault((id(entry.holder), "grad", None), entry)
+    def _guard_tensor(self, entry: Entry) -> None:
+        self.always.setdefault((id(entry.holder), entry.access, None), entry)
 
     # ---------------------------------------------------- training steps
     def grad_of(self, tensor: Tensor):

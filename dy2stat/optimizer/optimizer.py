@@ -152,6 +152,8 @@ class Optimizer:
     def step(self) -> None:
         """Update every parameter that has a gradient (eager mode)."""
         params = self._eager_parameters("step")
+        if mode.recorder is not None:  # the program assumes which ones are frozen
+            mode.recorder.steps.guard_trainable(params)
         with no_grad():
             pairs = [(p, p.grad) for p in params if not p.stop_gradient and p.grad is not None]
             self._update_eager(pairs)
@@ -232,6 +234,7 @@ class Optimizer:
         if not mode.recorder.steps.backpropagated(loss):
             loss.backward()
         params = parameters if parameters is not None else self._eager_parameters("minimize")
+        mode.recorder.steps.guard_trainable(params)
         skip = {id(p) for p in (no_grad_set or ())}
         with no_grad():
             pairs = [(p, p.grad) for p in params

@@ -532,3 +532,16 @@ def test_an_optimizer_or_scheduler_made_inside_is_a_clear_error():
 
     with pytest.raises(RuntimeError, match="outside the converted function"):
         scheduled(_data(1)[0][0])
+
+
+def test_freezing_a_layer_between_steps_retraces():
+    """A parameter frozen (stop_gradient=True) after some steps gets no gradient and no
+    update from then on, as eagerly; unfrozen, it trains again."""
+
+    def call(f, setup, x, y, i):
+        for p in setup.net[0].parameters():
+            p.stop_gradient = i in (1, 2)
+        return f(x, y)
+
+    f = compare(OPTIMIZERS["Momentum"], standard_step, call)
+    assert len(f.program_cache) == 2
