@@ -13,6 +13,7 @@ from dy2stat.jit.step_record import TrainingStepError
 from dy2stat.optimizer import lr
 from dy2stat.static import InputSpec
 from dy2stat.vision.models import LeNet
+from tests.jit.helpers import LanguageModel
 
 STEPS = 4
 LOSS = nn.MSELoss()
@@ -108,7 +109,26 @@ OPTIMIZERS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+# The other options of each optimizer.
+VARIANTS = {
+    "Momentum, plain, L2": lambda ps: d2s.optimizer.Momentum(0.05, parameters=ps,
+                                                             weight_decay=0.01),
+    "Adam, betas and epsilon": lambda ps: d2s.optimizer.Adam(
+        0.02, beta1=0.5, beta2=0.9, epsilon=1e-4, parameters=ps,
+        grad_clip=d2s.optimizer.ClipGradByGlobalNorm(0.1)),
+    "AdamW, scheduled": lambda ps: d2s.optimizer.AdamW(_schedule(), parameters=ps,
+                                                       weight_decay=0.1),
+    "RMSProp, plain": lambda ps: d2s.optimizer.RMSProp(_schedule(), rho=0.8, parameters=ps),
+    "Adagrad, initial value": lambda ps: d2s.optimizer.Adagrad(
+        0.1, parameters=ps, initial_accumulator_value=0.1,
+        weight_decay=d2s.regularizer.L2Decay(0.01)),
+    "Lamb, excluded from decay": lambda ps: d2s.optimizer.Lamb(
+        0.01, lamb_weight_decay=0.1, parameters=ps,
+        exclude_from_weight_decay_fn=lambda p: len(p.shape) == 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS) + sorted(VARIANTS))
 def test_every_optimizer_steps_as_eager(name):
     """Scheduled rates stepped outside, decay, clipping: each step is eager's."""
 
@@ -118,7 +138,7 @@ def test_every_optimizer_steps_as_eager(name):
             setup.scheduler.step()
         return loss
 
-    f = compare(OPTIMIZERS[name], standard_step, call)
+    f = compare({**OPTIMIZERS, **VARIANTS}[name], standard_step, call)
     assert len(f.program_cache) == 1
     types = [op.type for op in f.concrete_program.main_program.all_ops()]
     assert "matmul_grad" in types or any(t.endswith("_grad") for t in types)
@@ -545,3 +565,190 @@ def test_freezing_a_layer_between_steps_retraces():
 
     f = compare(OPTIMIZERS["Momentum"], standard_step, call)
     assert len(f.program_cache) == 2
+
+
+def test_a_step_through_a_tensor_length_while_loop():
+    """The LSTM's time loop is a `while` op: its backward runs inside the step's program
+    and gives eager's values (the loop adds a weight's per-iteration gradients in the
+    tape's order)."""
+    rng = np.random.default_rng(2)
+    ids = d2s.to_tensor(rng.integers(0, 20, (3, 6)))
+    results = []
+    for convert in (False, True):
+        d2s.seed(0)
+        model = LanguageModel()
+        opt = d2s.optimizer.Adam(parameters=model.parameters(), learning_rate=0.01)
+
+        def train_step(ids, length, model=model, opt=opt):
+            loss = model(ids, length)
+            loss.backward()
+            opt.step()
+            opt.clear_grad()
+            return loss
+
+        step = jit.to_static(train_step) if convert else train_step
+        losses = [float(step(ids, d2s.to_tensor(np.array(n)))) for n in (5, 3, 5)]
+        results.append((losses, [p.numpy() for p in model.parameters()]))
+    assert results[1][0] == results[0][0]
+    for a, b in zip(results[0][1], results[1][1]):
+        np.testing.assert_array_equal(b, a)
+
+
+def _schedulers():
+    """One of every scheduler in ``lr`` (LinearWarmup twice: to a rate, to a schedule)."""
+    return {
+        "StepDecay": lambda: lr.StepDecay(0.1, step_size=2, gamma=0.5),
+        "MultiStepDecay": lambda: lr.MultiStepDecay(0.1, milestones=[1, 3], gamma=0.5),
+        "ExponentialDecay": lambda: lr.ExponentialDecay(0.1, gamma=0.7),
+        "CosineAnnealingDecay": lambda: lr.CosineAnnealingDecay(0.1, T_max=3, eta_min=0.01),
+        "PiecewiseDecay": lambda: lr.PiecewiseDecay([1, 3], [0.1, 0.05, 0.01]),
+        "LambdaDecay": lambda: lr.LambdaDecay(0.1, lambda epoch: 0.9 ** epoch),
+        "LinearWarmup": lambda: lr.LinearWarmup(0.1, warmup_steps=3, start_lr=0.0,
+                                                end_lr=0.1),
+        "LinearWarmup to a schedule": lambda: lr.LinearWarmup(
+            lr.ExponentialDecay(0.1, gamma=0.5), warmup_steps=2, start_lr=0.01, end_lr=0.1),
+        "NoamDecay": lambda: lr.NoamDecay(d_model=16, warmup_steps=3, learning_rate=0.5),
+        "NaturalExpDecay": lambda: lr.NaturalExpDecay(0.1, gamma=0.3),
+        "InverseTimeDecay": lambda: lr.InverseTimeDecay(0.1, gamma=0.5),
+        "PolynomialDecay": lambda: lr.PolynomialDecay(0.1, decay_steps=3, power=2.0,
+                                                      cycle=True),
+        "MultiplicativeDecay": lambda: lr.MultiplicativeDecay(0.1, lambda epoch: 0.8),
+        "LinearLR": lambda: lr.LinearLR(0.1, total_steps=4, start_factor=0.25),
+        "CosineAnnealingWarmRestarts": lambda: lr.CosineAnnealingWarmRestarts(
+            0.1, T_0=2, T_mult=2, eta_min=0.001),
+        "OneCycleLR": lambda: lr.OneCycleLR(0.1, total_steps=8, three_phase=True),
+        "CyclicLR": lambda: lr.CyclicLR(0.01, 0.1, step_size_up=2, mode="triangular2"),
+        "ReduceOnPlateau": lambda: lr.ReduceOnPlateau(0.1, factor=0.5, patience=0),
+    }
+
+
+def test_every_scheduler_is_tested():
+    names = {n for n in lr.__all__ if n != "LRScheduler"}
+    assert names == {key.split()[0] for key in _schedulers()}
+
+
+def test_every_optimizer_is_tested():
+    names = {n for n in d2s.optimizer.__all__
+             if isinstance(getattr(d2s.optimizer, n), type)
+             and issubclass(getattr(d2s.optimizer, n), d2s.optimizer.Optimizer)}
+    assert names - {"Optimizer"} == set(OPTIMIZERS)
+
+
+@pytest.mark.parametrize("name", sorted(_schedulers()))
+def test_every_scheduler_stepped_inside_gives_eager_rates(name):
+    """Each run's update reads the rate the eager step reads; the step made in the
+    converted code (ReduceOnPlateau: after it returns, with the loss) is made once per
+    run, and the scheduler's state is eager's after every step."""
+    make_scheduler = _schedulers()[name]
+    plateau = name == "ReduceOnPlateau"
+
+    def make_step(setup):
+        net, opt, scheduler = setup.net, setup.opt, setup.scheduler
+
+        def train_step(x, y):
+            loss = LOSS(net(x), y)
+            loss.backward()
+            opt.step()
+            if not plateau:
+                scheduler.step()
+            opt.clear_grad()
+            return loss, opt.get_lr()
+
+        return train_step
+
+    def call(f, setup, x, y, i):
+        loss, rate = f(x, y)
+        if plateau:
+            setup.scheduler.step(loss)
+        assert setup.scheduler.state_dict() == states.setdefault(i, setup.scheduler.state_dict())
+        return float(loss), float(np.float32(float(rate)))
+
+    states = {}
+    f = compare(lambda ps: d2s.optimizer.Momentum(make_scheduler(), momentum=0.9,
+                                                  parameters=ps),
+                make_step, call, steps=7)
+    assert len(f.program_cache) == 1
+
+
+class Gated(nn.Layer):
+    """A forward with a tensor ``if`` (one branch per sign of the first output) and a
+    tensor-bounded ``while`` (halving until small)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(4, 8), nn.Linear(8, 2)
+
+    def forward(self, x):
+        h = self.fc1(x)
+        if h.mean() > 0.0:
+            h = nn.functional.relu(h) * 2.0
+        else:
+            h = nn.functional.tanh(h) - 1.0
+        while h.abs().max() > 1.0:
+            h = h * 0.5
+        return self.fc2(h)
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "Lamb"])
+def test_a_step_with_tensor_control_flow_in_the_forward(name):
+    """Branches and loop trips chosen per batch inside the step's one program: the
+    gradients flow through the `cond` and `while` ops as eager's through the Python
+    statements."""
+    rng = np.random.default_rng(3)
+    batches = [(d2s.to_tensor((rng.standard_normal((3, 4)) * scale + shift)
+                              .astype("float32")),
+                d2s.to_tensor(rng.standard_normal((3, 2)).astype("float32")))
+               for scale, shift in ((1, 2), (4, -3), (1, 0), (8, 1), (1, -2))]
+    results = []
+    for convert in (False, True):
+        d2s.seed(0)
+        net = Gated()
+        opt = OPTIMIZERS[name](net.parameters())
+
+        def train_step(x, y, net=net, opt=opt):
+            out = net(x)
+            loss = LOSS(out, y)
+            if loss > 1.0:  # a tensor `if` in the step itself
+                loss = loss * 0.5
+            loss.backward()
+            opt.step()
+            opt.clear_grad()
+            return loss
+
+        step = jit.to_static(train_step) if convert else train_step
+        losses = [float(step(x, y)) for x, y in batches]
+        results.append((losses, [p.numpy() for p in net.parameters()]))
+        if convert:
+            assert len(step.program_cache) == 1
+            types = [op.type for op in step.concrete_program.main_program.all_ops()]
+            assert "cond" in types and "while" in types
+    assert results[1][0] == results[0][0]
+    for a, b in zip(results[0][1], results[1][1]):
+        np.testing.assert_array_equal(b, a)
+
+
+def test_parameter_attributes_in_a_step():
+    """A parameter's own learning-rate factor, regularizer and need_clip=False."""
+    attr = nn.ParamAttr(learning_rate=0.5, regularizer=d2s.regularizer.L1Decay(0.05),
+                        need_clip=False)
+    results = []
+    for convert in (False, True):
+        d2s.seed(0)
+        net = nn.Sequential(nn.Linear(4, 8, weight_attr=attr), nn.Tanh(),
+                            nn.Linear(8, 2, bias_attr=attr))
+        opt = d2s.optimizer.Adam(0.05, parameters=net.parameters(), weight_decay=0.01,
+                                 grad_clip=d2s.optimizer.ClipGradByGlobalNorm(0.05))
+
+        def train_step(x, y, net=net, opt=opt):
+            loss = LOSS(net(x), y)
+            loss.backward()
+            opt.step()
+            opt.clear_grad()
+            return loss
+
+        step = jit.to_static(train_step) if convert else train_step
+        losses = [float(step(x, y)) for x, y in _data()]
+        results.append((losses, [p.numpy() for p in net.parameters()]))
+    assert results[1][0] == results[0][0]
+    for a, b in zip(results[0][1], results[1][1]):
+        np.testing.assert_array_equal(b, a)
