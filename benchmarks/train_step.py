@@ -15,7 +15,10 @@ flag ``batch_minor_layout`` on (LeNet). All runs start from the same weights, an
 the script checks that their losses agree: bit for bit with the default flags
 (LeNet), to 1e-4 with the opt-in layout or the LSTM's loop.
 Targets: the converted step >= 1.3x faster than eager on LeNet, >= 2x on the LSTM.
-``--profile`` prints the top cProfile entries of each configuration.
+When PyTorch is installed (optional; skipped with a note when not), the LeNet rows
+also time PyTorch eager on one thread, taking turns with the others, from the same
+weights (its losses checked to 1e-4), and print the converted step's time over it
+(goal <= 0.8x). ``--profile`` prints the top cProfile entries of each configuration.
 
 BLAS runs on one thread unless ``OPENBLAS_NUM_THREADS`` (or ``OMP_NUM_THREADS``)
 is set. With more, eager mode gains a little (its products use both cores)
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import importlib.util
 import io
 import os
 import pstats
@@ -83,6 +87,41 @@ def lenet_case():
         return LeNet()
 
     return make, lambda net: loss_fn(net(x), y)
+
+
+def torch_lenet_step(net):
+    """The same LeNet step in PyTorch eager on one thread, from ``net``'s weights; None
+    when PyTorch is not installed."""
+    if importlib.util.find_spec("torch") is None:
+        return None
+    import torch  # optional: not a dependency of dy2stat
+
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 6, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2, 2),
+        torch.nn.Conv2d(6, 16, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2, 2),
+        torch.nn.Flatten(), torch.nn.Linear(400, 120), torch.nn.Linear(120, 84),
+        torch.nn.Linear(84, 10))
+    ours = [p.numpy() for p in net.parameters()]
+    with torch.no_grad():
+        for tensor, value in zip(model.parameters(), ours):
+            if value.ndim == 2:
+                value = value.T  # dy2stat's Linear holds [in, out]
+            tensor.copy_(torch.from_numpy(np.ascontiguousarray(value)))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    rng = np.random.default_rng(0)  # lenet_case's batch
+    x = torch.from_numpy(rng.standard_normal((LENET_BATCH, 1, 28, 28)).astype("float32"))
+    y = torch.from_numpy(rng.integers(0, 10, (LENET_BATCH, 1)).astype("int64")[:, 0])
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step():
+        torch.set_num_threads(1)  # its idle threads would spin into the others' turns
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss.item()
+
+    return step
 
 
 def lm_case():
@@ -172,12 +211,17 @@ def main():
     rows = []
     for name, (make, loss_of), target, flags, rtol in cases:
         steps = {kind: trainer(make, loss_of, kind) for kind in (None, "layer", "step")}
+        peer = torch_lenet_step(make()) if name.startswith("LeNet") else None
+        if peer is not None:
+            steps["torch"] = peer
         with flags_set(flags):  # the converted plans compile on the first step
             warm = [[step() for step in steps.values()] for _ in range(3)]
-        for k in (1, 2):  # and the losses are checked
-            np.testing.assert_allclose([w[k] for w in warm], [w[0] for w in warm], rtol=rtol)
+        for k in range(1, len(steps)):  # and the losses are checked
+            np.testing.assert_allclose([w[k] for w in warm], [w[0] for w in warm],
+                                       rtol=rtol if k < 3 else 1e-4)
         times = ms_per_step(steps, args.steps, args.repeats)
-        rows.append((name, times[None], times["layer"], times["step"], target))
+        rows.append((name, times[None], times["layer"], times["step"], target,
+                     times.get("torch")))
         if args.profile:
             for kind, step in steps.items():
                 profile(f"{name}, {kind or 'eager'}", step, args.steps)
@@ -185,13 +229,19 @@ def main():
     cpu_flags = d2s.get_flags(["inter_op_parallelism", "batch_parallelism", "batch_minor_layout"])
     print(f"\nBLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS') or 'OpenBLAS default'}; "
           f"flags: {cpu_flags}")
+    if importlib.util.find_spec("torch") is None:
+        print("(PyTorch is not installed: its column is skipped)")
     print(f"\n{'case (forward+backward+Adam)':52s} {'eager ms':>9s} {'Layer ms':>9s} "
-          f"{'step ms':>8s} {'speedup':>8s} {'target':>7s}")
-    for name, t_eager, t_layer, t_step, target in rows:
+          f"{'step ms':>8s} {'speedup':>8s} {'target':>7s}  {'PyTorch ms':>10s} "
+          f"{'step/PyTorch':>12s}")
+    for name, t_eager, t_layer, t_step, target, t_torch in rows:
         speedup = t_eager / t_step
         mark = "ok" if speedup >= target else "MISSED"
+        peer = "" if t_torch is None else (
+            f"  {t_torch:10.2f} {t_step / t_torch:11.2f}x "
+            + ("ok" if t_step / t_torch <= 0.8 else "MISSED (goal <= 0.8x)"))
         print(f"{name:52s} {t_eager:9.2f} {t_layer:9.2f} {t_step:8.2f} {speedup:7.2f}x "
-              f"{target:5.1f}x {mark}")
+              f"{target:5.1f}x {mark:6s}{peer}")
 
 
 if __name__ == "__main__":
