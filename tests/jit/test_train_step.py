@@ -752,3 +752,28 @@ def test_parameter_attributes_in_a_step():
     assert results[1][0] == results[0][0]
     for a, b in zip(results[0][1], results[1][1]):
         np.testing.assert_array_equal(b, a)
+
+
+@pytest.mark.parametrize("flags", [{"batch_minor_layout": True},
+                                   {"batch_parallelism": True, "batch_minor_layout": True}])
+def test_a_step_under_the_opt_in_flags_stays_close_to_eager(flags):
+    """The opt-in layout and batch splitting sum in other orders: the step converted whole
+    stays within float32 rounding of eager's."""
+    rng = np.random.default_rng(4)
+    batches = [(d2s.to_tensor(rng.standard_normal((n, 1, 28, 28)).astype("float32")),
+                d2s.to_tensor(rng.integers(0, 10, (n, 1)))) for n in (8, 16, 8)]
+    results = []
+    for convert in (False, True):
+        d2s.seed(0)
+        trainer = Trainer(LeNet())
+        step = jit.to_static(trainer.step) if convert else trainer.step
+        old = d2s.get_flags(list(flags))
+        d2s.set_flags(flags)
+        try:
+            losses = [float(step(x, y)) for x, y in batches]
+        finally:
+            d2s.set_flags(old)
+        results.append((losses, [p.numpy() for p in trainer.net.parameters()]))
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-5)
+    for a, b in zip(results[0][1], results[1][1]):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
