@@ -154,6 +154,9 @@ def test_the_step_is_one_program_with_no_tape():
     types = [op.type for op in program.global_block().ops]
     assert types.count("adam") == 4
     assert all(p.grad is None for p in setup.net.parameters())
+    # The plan runs the four updates as one op over flat arrays.
+    (plan,) = f.concrete_program.runner._plans.values()
+    assert [op.type for op in plan.compiled.global_block().ops].count("multi_tensor_adam") == 1
 
 
 @pytest.mark.parametrize("where", ["before", "after"])
