@@ -18,7 +18,7 @@ from __future__ import annotations
 import weakref
 
 from dy2stat.runtime import dtypes
-from dy2stat.runtime.registry import Meta, defop
+from dy2stat.runtime.registry import NONE, NUMBER, Meta, defop
 
 # ---------------------------------------------------------------- inference
 
@@ -243,6 +243,7 @@ defop(
             "LearningRate"),
     outputs=("ParamOut*", "Moment1Out*", "Moment2Out*", "Beta1PowOut*", "Beta2PowOut*"),
     attrs={"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "coeff": None},
+    attr_types={"coeff": NONE | NUMBER},
     kernel=_multi_tensor_adam_kernel,
     infer=_multi_tensor_adam_infer,
     dtypes=dtypes.FLOATS,
