@@ -19,12 +19,24 @@ def _flat(out):
     return list(out) if isinstance(out, tuple) else [out]
 
 
+def _tensors(x):
+    """An input as the op takes it: a Tensor, or a list of them (a variadic slot)."""
+    return [d2s.Tensor(np.array(v)) for v in x] if isinstance(x, list) else d2s.Tensor(
+        np.array(x))
+
+
+def _each(values):
+    """Slot values end to end (a variadic slot's list opened)."""
+    return [v for value in values for v in (value if isinstance(value, list) else [value])]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_update_matches_numpy(case):
-    out = _flat(apply(case.op, *[d2s.Tensor(np.array(x)) for x in case.inputs], **case.attrs))
+    out = _flat(apply(case.op, *[_tensors(x) for x in case.inputs], **case.attrs))
     want = _flat(case.ref(*case.inputs, **case.attrs))
     assert len(out) == len(want) == len(OPS[case.op].outputs)
-    for got, expected, x in zip(out, want, [case.inputs[0], *case.inputs[2:]]):
+    out, want = _each(out), _each(want)
+    for got, expected, x in zip(out, want, _each([case.inputs[0], *case.inputs[2:]])):
         assert got.shape == list(np.shape(expected)) == list(np.shape(x))
         assert got.dtype == x.dtype
         np.testing.assert_allclose(got.numpy(), expected, rtol=case.rtol, atol=case.atol)
