@@ -10,9 +10,10 @@ Workloads (the second seed's and the classic ones):
 - W3:  a LeNet-5 training step (5x5 convolutions, the first padded by 2, ReLU,
   2x2 max pooling, 120-84-10 with ReLUs), batch 64, Adam: forward,
   cross-entropy, ``loss.backward()``, ``opt.step()``, ``opt.clear_grad()``
-  written in one function converted whole (one program per step); also the
-  ordinary eager loop over a converted Layer (forward and backward programs,
-  Adam eagerly).
+  written in one function converted whole (one program per step), also with
+  the flag ``inter_op_parallelism`` off (no worker thread); and the ordinary
+  eager loop over a converted Layer (forward and backward programs, Adam
+  eagerly).
 
 dy2stat runs each as eager code, as the interpreted plan (the flag
 ``native_tier`` off) and with the native tier (the plan's native form built,
@@ -369,6 +370,7 @@ def run_w3(models, repeats, number):
     calls["dy2stat eager"] = eager
     for label, tier, whole in (("converted Layer", "interpreted", False),
                                ("interpreted", "interpreted", True),
+                               ("interpreted, no overlap", "interpreted", True),
                                ("native", "native", True)):
         net = models.lenet()
         net.set_state_dict({k: d2s.to_tensor(v) for k, v in state.items()})
@@ -381,7 +383,8 @@ def run_w3(models, repeats, number):
             native = [go_native(function)] if tier == "native" else []
             return step, value, native
 
-        step, value, native = with_flags(flags_for(tier), build)
+        flags = {**flags_for(tier), "inter_op_parallelism": "no overlap" not in label}
+        step, value, native = with_flags(flags, build)
         assert value == first[1], (label, value, first[1])  # bit for bit, eager's loss
         warm_compiled_kernels(step)
         if native:
@@ -390,6 +393,7 @@ def run_w3(models, repeats, number):
                 else f"native build {native[0][1]:.2f} s")
         calls[f"dy2stat {label}"] = step
     notes["dy2stat converted Layer"] = "the eager loop over a converted Layer"
+    notes["dy2stat interpreted, no overlap"] = "flag inter_op_parallelism off"
     apart = add_torch_w3(calls, notes, state, x, y)
     times = best_us(calls, number, repeats)
     for call in apart.values():
@@ -595,7 +599,7 @@ def report(name, times: dict, notes: dict) -> None:
                 mark = f"goal <= {goal}x {against} (not installed)" + (
                     "" if targeted else "; not targeted yet")
         note = f"  [{notes[label]}]" if label in notes else ""
-        print(f"  {label:30s} {t * scale:10.2f} {ratio:7.2f}x  {mark}{note}")
+        print(f"  {label:31s} {t * scale:10.2f} {ratio:7.2f}x  {mark}{note}")
 
 
 def main():
@@ -612,7 +616,7 @@ def main():
         results = {
             "W1s": run_w1s(models, args.repeats, int(2000 * scale)),
             "W2": run_w2(models, args.repeats, int(2000 * scale)),
-            "W3": run_w3(models, max(args.repeats // 2, 2), int(10 * scale) or 2),
+            "W3": run_w3(models, 2 * args.repeats, int(5 * scale) or 2),
         }
     missing = [name for name in ("torch", "jax") if not installed(name)]
     print(f"BLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS') or 'OpenBLAS default'}; "

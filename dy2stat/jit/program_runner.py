@@ -369,14 +369,12 @@ def _program_op(runner: ProgramRunner, saved: list, plans: _Plans, at) -> OpDef:
 
 
 def _compile(program: Program, feeds, fetches, xp, overlap=None):
-    """A plan of ``program``. On NumPy its image ops run batch-minor with the flag on
-    (``passes.layout``), and otherwise a convolution shares its columns with its filter
-    gradient (a training step's program has both)."""
-    if xp is numpy:
-        if layout.settings.enabled:
-            program = passes.batch_minor_layout(program, fetches)
-        else:
-            program = passes.share_conv_columns(program, fetches)
+    """A plan of ``program``; on NumPy its image ops run batch-minor with the flag on
+    (``passes.layout``). (``passes.share_conv_columns`` is not applied: keeping the
+    forward's im2col columns for the filter gradients made LeNet's step slower, their
+    megabytes cold by then, than copying them again.)"""
+    if xp is numpy and layout.settings.enabled:
+        program = passes.batch_minor_layout(program, fetches)
     return runtime_executor.compile(program, feeds, fetches, xp=xp, overlap=overlap)
 
 
