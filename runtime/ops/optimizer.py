@@ -98,13 +98,30 @@ def _adam_step(xp, param, grad, moment1, moment2, beta1_pow, beta2_pow, lr,
     acc = moment1.dtype
     g = grad.astype(acc, copy=False)
     b1p, b2p = _scalar(beta1_pow, acc), _scalar(beta2_pow, acc)
-    m1 = beta1 * moment1 + (1 - beta1) * g
-    m2 = beta2 * moment2 + (1 - beta2) * (g * g)
     correction = xp.sqrt(1 - b2p)
     lr_t = _scalar(lr, acc) * correction / (1 - b1p)
-    param_out = param - lr_t * (m1 / (xp.sqrt(m2) + epsilon * correction))
-    return (param_out.astype(param.dtype, copy=False), m1, m2,
-            beta1_pow * beta1, beta2_pow * beta2)
+    param_out, m1, m2 = _adam_update(xp, param, g, moment1, moment2, lr_t,
+                                     epsilon * correction, beta1, beta2)
+    return param_out, m1, m2, beta1_pow * beta1, beta2_pow * beta2
+
+
+def _adam_update(xp, param, g, moment1, moment2, lr_t, eps_t, beta1, beta2):
+    """``m1 = beta1 * moment1 + (1 - beta1) * g``, ``m2 = beta2 * moment2 + (1 - beta2) *
+    (g * g)`` and ``param - lr_t * (m1 / (sqrt(m2) + eps_t))``: the same operations in
+    the same order (so the same bits), through one temporary instead of nine, which
+    keeps a large parameter's update in cache."""
+    m1 = xp.multiply(moment1, beta1)
+    t = xp.multiply(g, 1 - beta1)
+    xp.add(m1, t, out=m1)
+    xp.multiply(g, g, out=t)
+    xp.multiply(t, 1 - beta2, out=t)
+    m2 = xp.multiply(moment2, beta2)
+    xp.add(m2, t, out=m2)
+    xp.sqrt(m2, out=t)
+    xp.add(t, eps_t, out=t)
+    xp.divide(m1, t, out=t)
+    xp.multiply(t, lr_t, out=t)  # lr_t * (...): a product's bits do not depend on the order
+    return (param - t).astype(param.dtype, copy=False), m1, m2
 
 
 def _adam_kernel(xp, param, grad, moment1, moment2, beta1_pow, beta2_pow, lr,
@@ -136,12 +153,11 @@ def _multi_tensor_adam_kernel(xp, params, grads, moments1, moments2, beta1_pows,
     g = _joined(xp, grads).astype(acc, copy=False)
     pows1, pows2 = _joined(xp, beta1_pows), _joined(xp, beta2_pows)
     b1p, b2p = _per_element(xp, pows1, sizes), _per_element(xp, pows2, sizes)
-    m1 = beta1 * _joined(xp, moments1) + (1 - beta1) * g
-    m2 = beta2 * _joined(xp, moments2) + (1 - beta2) * (g * g)
     correction = xp.sqrt(1 - b2p)
     lr_t = _scalar(lr, acc) * correction / (1 - b1p)
-    param_out = (param - lr_t * (m1 / (xp.sqrt(m2) + epsilon * correction))).astype(
-        params[0].dtype, copy=False)
+    param_out, m1, m2 = _adam_update(xp, param, g, _joined(xp, moments1),
+                                     _joined(xp, moments2), lr_t, epsilon * correction,
+                                     beta1, beta2)
     return (_split(param_out, params), _split(m1, params), _split(m2, params),
             _split(pows1 * beta1, beta1_pows), _split(pows2 * beta2, beta2_pows))
 
