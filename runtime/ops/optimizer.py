@@ -110,12 +110,15 @@ def _adam_update(xp, param, g, moment1, moment2, lr_t, eps_t, beta1, beta2):
     (g * g)`` and ``param - lr_t * (m1 / (sqrt(m2) + eps_t))``: the same operations in
     the same order (so the same bits), through one temporary instead of nine, which
     keeps a large parameter's update in cache."""
-    m1 = xp.multiply(moment1, beta1)
-    t = xp.multiply(g, 1 - beta1)
+    def new(a):  # an array also for 0-d operands (a ufunc gives those a scalar)
+        return xp.empty(a.shape, a.dtype)
+
+    m1 = xp.multiply(moment1, beta1, out=new(moment1))
+    t = xp.multiply(g, 1 - beta1, out=new(g))
     xp.add(m1, t, out=m1)
     xp.multiply(g, g, out=t)
     xp.multiply(t, 1 - beta2, out=t)
-    m2 = xp.multiply(moment2, beta2)
+    m2 = xp.multiply(moment2, beta2, out=new(moment2))
     xp.add(m2, t, out=m2)
     xp.sqrt(m2, out=t)
     xp.add(t, eps_t, out=t)
