@@ -9,8 +9,11 @@ Workloads (the second seed's and the classic ones):
   (``x * 1.1 + 1`` or ``x + 3``), x a float32 [16] of ones: 16 trips;
 - W3:  a LeNet-5 training step (5x5 convolutions, the first padded by 2, ReLU,
   2x2 max pooling, 120-84-10 with ReLUs), batch 64, Adam: forward,
-  cross-entropy, ``loss.backward()``, ``opt.step()``, ``opt.clear_grad()``,
-  the ordinary eager loop over a converted Layer.
+  cross-entropy, ``loss.backward()``, ``opt.step()``, ``opt.clear_grad()``
+  written in one function converted whole (one program per step), also with
+  the flag ``inter_op_parallelism`` off (no worker thread); and the ordinary
+  eager loop over a converted Layer (forward and backward programs, Adam
+  eagerly).
 
 dy2stat runs each as eager code, as the interpreted plan (the flag
 ``native_tier`` off) and with the native tier (the plan's native form built,
@@ -22,9 +25,11 @@ native build runs in the background after it and is not part of it (its own
 time is printed for information).
 
 Goals: W2 <= 7 us (ahead of JAX's hand-written ``lax.while_loop``); W1s <=
-0.9x NumPy; W3 <= 0.8x PyTorch eager (not targeted yet: that needs a whole
-training step as one program; the ratio is printed against NumPy when
-PyTorch is missing); first call of W2 and W3 <= 50 ms.
+0.9x NumPy; W3 <= 0.8x PyTorch eager, the faster of its step on one thread
+(taking turns with dy2stat's) and on its default threads (timed apart) -- when
+PyTorch is missing, against the 5.6 ms PyTorch eager took on a 2-core machine
+like the one the figures in docs/performance.md come from: <= 4.5 ms; first
+call of W2 and W3 <= 50 ms.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 import dy2stat as d2s
 from dy2stat import nn
+from dy2stat.kernels import compiled
 
 MODELS = '''
 import dy2stat as d2s
@@ -316,26 +322,38 @@ class LeNetNumPy:
         return float(loss)
 
 
+def warm_compiled_kernels(step):
+    """Call ``step`` until the kernels it calls often (the max-pool gradient) start
+    compiling, and wait for them: the steady state is timed."""
+    for _ in range(compiled.START_AFTER):
+        step()
+    compiled.wait_all()
+
+
 def lenet_data():
     rng = np.random.default_rng(0)
     return (rng.standard_normal((64, 1, 28, 28)).astype("float32"),
             rng.integers(0, 10, 64).astype("int64"))
 
 
-def lenet_trainer(net):
+def lenet_trainer(net, whole=False):
+    """A step of the eager loop (over ``net`` as it is), or with ``whole`` the same step
+    as one converted function; returns the step and the function that trains."""
     x, y = lenet_data()
     xt, yt = d2s.to_tensor(x), d2s.to_tensor(y.reshape(-1, 1))
     loss_fn = nn.CrossEntropyLoss()
     opt = d2s.optimizer.Adam(parameters=net.parameters(), learning_rate=1e-3)
 
-    def step():
-        loss = loss_fn(net(xt), yt)
+    def train_step(x, y):
+        loss = loss_fn(net(x), y)
         loss.backward()
         opt.step()
         opt.clear_grad()
-        return float(loss)
+        return loss
 
-    return step
+    if whole:
+        train_step = d2s.jit.to_static(train_step)
+    return (lambda: float(train_step(xt, yt))), train_step
 
 
 def run_w3(models, repeats, number):
@@ -345,29 +363,42 @@ def run_w3(models, repeats, number):
     x, y = lenet_data()
     hand = LeNetNumPy(state)
     calls, notes = {"NumPy by hand": lambda: hand.step(x, y)}, {}
-    eager = lenet_trainer(eager_net)
+    eager, _ = lenet_trainer(eager_net)
     first = [hand.step(x, y), eager()]
     np.testing.assert_allclose(first[1], first[0], rtol=1e-4)
+    warm_compiled_kernels(eager)
     calls["dy2stat eager"] = eager
-    for tier in ("interpreted", "native"):
+    for label, tier, whole in (("converted Layer", "interpreted", False),
+                               ("interpreted", "interpreted", True),
+                               ("interpreted, no overlap", "interpreted", True),
+                               ("native", "native", True)):
         net = models.lenet()
         net.set_state_dict({k: d2s.to_tensor(v) for k, v in state.items()})
 
-        def build(net=net, tier=tier):
-            d2s.jit.to_static(net)
-            step = lenet_trainer(net)
-            step()
-            native = [go_native(net.forward)] if tier == "native" else []
-            return step, native
+        def build(net=net, tier=tier, whole=whole):
+            if not whole:
+                d2s.jit.to_static(net)
+            step, function = lenet_trainer(net, whole)
+            value = step()
+            native = [go_native(function)] if tier == "native" else []
+            return step, value, native
 
-        step, native = with_flags(flags_for(tier), build)
-        if tier == "native":
-            notes["dy2stat native"] = ("no region of its plans lowers (convolutions, Adam): "
-                                       "runs the interpreted plans" if not native[0][0]
-                                       else f"native build {native[0][1]:.2f} s")
-        calls[f"dy2stat {tier}"] = step
-    add_torch_w3(calls, notes, state, x, y)
-    return best_us(calls, number, repeats), notes
+        flags = {**flags_for(tier), "inter_op_parallelism": "no overlap" not in label}
+        step, value, native = with_flags(flags, build)
+        assert value == first[1], (label, value, first[1])  # bit for bit, eager's loss
+        warm_compiled_kernels(step)
+        if native:
+            notes[f"dy2stat {label}"] = (
+                "no region of its plan lowers: runs the interpreted plan" if not native[0][0]
+                else f"native build {native[0][1]:.2f} s")
+        calls[f"dy2stat {label}"] = step
+    notes["dy2stat converted Layer"] = "the eager loop over a converted Layer"
+    notes["dy2stat interpreted, no overlap"] = "flag inter_op_parallelism off"
+    apart = add_torch_w3(calls, notes, state, x, y)
+    times = best_us(calls, number, repeats)
+    for call in apart.values():
+        call()
+    return {**times, **best_us(apart, number, repeats)}, notes
 
 
 # ------------------------------------------------------------ first calls
@@ -384,9 +415,7 @@ def first_calls(directory, repeats) -> dict:
             start = time.perf_counter()
             models.w2(x)
             times["W2"].append((time.perf_counter() - start) * 1e3)
-        net = models.lenet()
-        d2s.jit.to_static(net)
-        step = lenet_trainer(net)
+        step, _ = lenet_trainer(models.lenet(), whole=True)
         start = time.perf_counter()
         step()
         times["W3"].append((time.perf_counter() - start) * 1e3)
@@ -487,9 +516,12 @@ def add_jax_w2(calls, notes):
     notes["JAX jit (lax)"] = "the loop rewritten by hand with lax.while_loop and lax.cond"
 
 
-def add_torch_w3(calls, notes, state, x, y):
+def add_torch_w3(calls, notes, state, x, y) -> dict:
+    """PyTorch's eager step on one thread into ``calls`` (taking turns with dy2stat's);
+    returns the step on PyTorch's default threads, to be timed apart: after a step its
+    idle OpenMP threads spin on the cores a while, which would slow the next call."""
     if not installed("torch"):
-        return
+        return {}
     import torch
 
     net = torch.nn.Sequential(
@@ -506,16 +538,24 @@ def add_torch_w3(calls, notes, state, x, y):
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     loss_fn = torch.nn.CrossEntropyLoss()
+    default_threads = torch.get_num_threads()
 
-    def step():
-        loss = loss_fn(net(xt), yt)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return float(loss)
+    def on(threads):
+        def step():
+            torch.set_num_threads(threads)
+            loss = loss_fn(net(xt), yt)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss.item()
 
-    step()
-    calls["PyTorch eager"] = step
+        return step
+
+    on(1)()
+    calls["PyTorch eager, 1 thread"] = on(1)
+    label = f"PyTorch eager, {default_threads} threads"
+    notes[label] = "its default; timed apart"
+    return {label: on(default_threads)} if default_threads > 1 else {}
 
 
 # ------------------------------------------------------------------ main
@@ -523,34 +563,43 @@ def add_torch_w3(calls, notes, state, x, y):
 GOALS = {  # workload: (what the ratio is against, the goal, whether targeted yet)
     "W1s": ("NumPy by hand", 0.9, True),
     "W2": ("NumPy by hand", None, True),
-    "W3": ("PyTorch eager", 0.8, False),
+    "W3": ("PyTorch eager", 0.8, True),
 }
 W2_GOAL_US = 7.0
+# PyTorch eager's LeNet step on a 2-core machine like the docs' (5.6-7.1 ms): the W3
+# goal in ms when PyTorch is not installed to run beside it.
+W3_TORCH_MS = 5.6
 FIRST_CALL_GOAL_MS = 50.0
 
 
 def report(name, times: dict, notes: dict) -> None:
     against, goal, targeted = GOALS[name]
-    base_label = against if against in times else "NumPy by hand"
+    peers = [label for label in times if label.startswith(against)]  # the fastest counts
+    base_label = min(peers, key=times.get) if peers else "NumPy by hand"
+    installed_peer = base_label.startswith(against)
     base = times[base_label]
     unit = "ms" if name == "W3" else "us"
     scale = 1e-3 if name == "W3" else 1.0
     print(f"\n{name}: {unit} per call, ratio against {base_label}"
-          + ("" if base_label == against else f" ({against} is not installed)"))
+          + ("" if installed_peer else f" ({against} is not installed)"))
     for label, t in times.items():
         ratio = t / base
         mark = ""
         if label.startswith("dy2stat") and label != "dy2stat eager":
             if name == "W2":
                 mark = f"goal <= {W2_GOAL_US:g} us: " + ("met" if t <= W2_GOAL_US else "MISSED")
-            elif goal is not None and base_label == against:
+            elif name == "W3" and not installed_peer:
+                limit = goal * W3_TORCH_MS
+                mark = (f"goal <= {limit:.1f} ms ({goal}x PyTorch eager's {W3_TORCH_MS} ms, "
+                        "not installed): " + ("met" if t * scale <= limit else "MISSED"))
+            elif goal is not None and installed_peer:
                 status = "met" if ratio <= goal else "MISSED"
                 mark = f"goal <= {goal}x: {status}" + ("" if targeted else " (not targeted yet)")
             elif goal is not None:
                 mark = f"goal <= {goal}x {against} (not installed)" + (
                     "" if targeted else "; not targeted yet")
         note = f"  [{notes[label]}]" if label in notes else ""
-        print(f"  {label:28s} {t * scale:10.2f} {ratio:7.2f}x  {mark}{note}")
+        print(f"  {label:31s} {t * scale:10.2f} {ratio:7.2f}x  {mark}{note}")
 
 
 def main():
@@ -567,7 +616,7 @@ def main():
         results = {
             "W1s": run_w1s(models, args.repeats, int(2000 * scale)),
             "W2": run_w2(models, args.repeats, int(2000 * scale)),
-            "W3": run_w3(models, max(args.repeats // 2, 2), int(10 * scale) or 2),
+            "W3": run_w3(models, 2 * args.repeats, int(5 * scale) or 2),
         }
     missing = [name for name in ("torch", "jax") if not installed(name)]
     print(f"BLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS') or 'OpenBLAS default'}; "

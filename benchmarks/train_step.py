@@ -7,12 +7,18 @@ Prints ms/step (forward + backward + Adam step) of
 - an LSTM language model whose time loop is a ``while`` on a TENSOR length
   (``while t < length`` with ``length`` a 0-D int64 tensor: one ``while`` op in the
   converted program, a Python loop of ``length`` steps in eager mode),
-eager vs converted, with the ratio, with the default flags and with the opt-in
-flag ``batch_minor_layout`` on (LeNet). Both runs start from the same weights,
-and the script checks that their losses agree: bit for bit with the default
-flags (LeNet), to 1e-4 with the opt-in layout or the LSTM's loop.
-Targets (issue 5): converted >= 1.3x faster than eager on LeNet, >= 2x on the LSTM.
-``--profile`` prints the top cProfile entries of each configuration.
+eager; the eager loop over the converted Layer ("Layer": forward and backward
+programs, Adam eagerly); and the whole step -- forward, ``loss.backward()``,
+``opt.step()``, ``opt.clear_grad()`` -- converted as one function ("step": one
+program), with the ratio eager / step, with the default flags and with the opt-in
+flag ``batch_minor_layout`` on (LeNet). All runs start from the same weights, and
+the script checks that their losses agree: bit for bit with the default flags
+(LeNet), to 1e-4 with the opt-in layout or the LSTM's loop.
+Targets: the converted step >= 1.3x faster than eager on LeNet, >= 2x on the LSTM.
+When PyTorch is installed (optional; skipped with a note when not), the LeNet rows
+also time PyTorch eager on one thread, taking turns with the others, from the same
+weights (its losses checked to 1e-4), and print the converted step's time over it
+(goal <= 0.8x). ``--profile`` prints the top cProfile entries of each configuration.
 
 BLAS runs on one thread unless ``OPENBLAS_NUM_THREADS`` (or ``OMP_NUM_THREADS``)
 is set. With more, eager mode gains a little (its products use both cores)
@@ -27,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import importlib.util
 import io
 import os
 import pstats
@@ -82,6 +89,41 @@ def lenet_case():
     return make, lambda net: loss_fn(net(x), y)
 
 
+def torch_lenet_step(net):
+    """The same LeNet step in PyTorch eager on one thread, from ``net``'s weights; None
+    when PyTorch is not installed."""
+    if importlib.util.find_spec("torch") is None:
+        return None
+    import torch  # optional: not a dependency of dy2stat
+
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 6, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2, 2),
+        torch.nn.Conv2d(6, 16, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2, 2),
+        torch.nn.Flatten(), torch.nn.Linear(400, 120), torch.nn.Linear(120, 84),
+        torch.nn.Linear(84, 10))
+    ours = [p.numpy() for p in net.parameters()]
+    with torch.no_grad():
+        for tensor, value in zip(model.parameters(), ours):
+            if value.ndim == 2:
+                value = value.T  # dy2stat's Linear holds [in, out]
+            tensor.copy_(torch.from_numpy(np.ascontiguousarray(value)))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    rng = np.random.default_rng(0)  # lenet_case's batch
+    x = torch.from_numpy(rng.standard_normal((LENET_BATCH, 1, 28, 28)).astype("float32"))
+    y = torch.from_numpy(rng.integers(0, 10, (LENET_BATCH, 1)).astype("int64")[:, 0])
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step():
+        torch.set_num_threads(1)  # its idle threads would spin into the others' turns
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss.item()
+
+    return step
+
+
 def lm_case():
     rng = np.random.default_rng(0)
     ids = d2s.to_tensor(rng.integers(0, LM_VOCAB, (LM_BATCH, LM_STEPS + 1)).astype("int64"))
@@ -95,19 +137,23 @@ def lm_case():
 
 
 def trainer(make, loss_of, convert):
+    """A training step: eager (``convert`` None), over the converted Layer ("layer"), or
+    converted whole ("step")."""
     net = make()
-    if convert:
+    if convert == "layer":
         jit.to_static(net)
     opt = d2s.optimizer.Adam(parameters=net.parameters(), learning_rate=1e-3)
 
-    def step():
+    def train_step():
         loss = loss_of(net)
         loss.backward()
         opt.step()
         opt.clear_grad()
-        return float(loss)
+        return loss
 
-    return step
+    if convert == "step":
+        train_step = jit.to_static(train_step)
+    return lambda: float(train_step())
 
 
 @contextlib.contextmanager
@@ -164,27 +210,38 @@ def main():
     ]
     rows = []
     for name, (make, loss_of), target, flags, rtol in cases:
-        eager, converted = trainer(make, loss_of, False), trainer(make, loss_of, True)
+        steps = {kind: trainer(make, loss_of, kind) for kind in (None, "layer", "step")}
+        peer = torch_lenet_step(make()) if name.startswith("LeNet") else None
+        if peer is not None:
+            steps["torch"] = peer
         with flags_set(flags):  # the converted plans compile on the first step
-            warm = [(eager(), converted()) for _ in range(3)]  # and the losses are checked
-        np.testing.assert_allclose([c for _, c in warm], [e for e, _ in warm], rtol=rtol)
-        times = ms_per_step({"eager": eager, "converted": converted}, args.steps, args.repeats)
-        t_eager, t_converted = times["eager"], times["converted"]
-        rows.append((name, t_eager, t_converted, target))
+            warm = [[step() for step in steps.values()] for _ in range(3)]
+        for k in range(1, len(steps)):  # and the losses are checked
+            np.testing.assert_allclose([w[k] for w in warm], [w[0] for w in warm],
+                                       rtol=rtol if k < 3 else 1e-4)
+        times = ms_per_step(steps, args.steps, args.repeats)
+        rows.append((name, times[None], times["layer"], times["step"], target,
+                     times.get("torch")))
         if args.profile:
-            profile(f"{name}, eager", eager, args.steps)
-            profile(f"{name}, converted", converted, args.steps)
+            for kind, step in steps.items():
+                profile(f"{name}, {kind or 'eager'}", step, args.steps)
 
     cpu_flags = d2s.get_flags(["inter_op_parallelism", "batch_parallelism", "batch_minor_layout"])
     print(f"\nBLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS') or 'OpenBLAS default'}; "
           f"flags: {cpu_flags}")
-    print(f"\n{'case (forward+backward+Adam)':52s} {'eager ms':>9s} {'static ms':>10s} "
-          f"{'speedup':>8s} {'target':>7s}")
-    for name, t_eager, t_converted, target in rows:
-        speedup = t_eager / t_converted
+    if importlib.util.find_spec("torch") is None:
+        print("(PyTorch is not installed: its column is skipped)")
+    print(f"\n{'case (forward+backward+Adam)':52s} {'eager ms':>9s} {'Layer ms':>9s} "
+          f"{'step ms':>8s} {'speedup':>8s} {'target':>7s}  {'PyTorch ms':>10s} "
+          f"{'step/PyTorch':>12s}")
+    for name, t_eager, t_layer, t_step, target, t_torch in rows:
+        speedup = t_eager / t_step
         mark = "ok" if speedup >= target else "MISSED"
-        print(f"{name:52s} {t_eager:9.2f} {t_converted:10.2f} {speedup:7.2f}x "
-              f"{target:5.1f}x {mark}")
+        peer = "" if t_torch is None else (
+            f"  {t_torch:10.2f} {t_step / t_torch:11.2f}x "
+            + ("ok" if t_step / t_torch <= 0.8 else "MISSED (goal <= 0.8x)"))
+        print(f"{name:52s} {t_eager:9.2f} {t_layer:9.2f} {t_step:8.2f} {speedup:7.2f}x "
+              f"{target:5.1f}x {mark:6s}{peer}")
 
 
 if __name__ == "__main__":

@@ -62,8 +62,15 @@ def is_grad_enabled() -> bool:
 
 
 def backward(tensors, grad_tensors=None, retain_graph: bool = False) -> None:
-    """Accumulate d(tensors)/d(leaf) into every leaf's ``.grad``."""
+    """Accumulate d(tensors)/d(leaf) into every leaf's ``.grad``.
+
+    Inside converted code the gradient becomes ops of the program being built, and the
+    parameters' ``.grad`` are its values (``dy2stat.jit.step_record``): a whole training
+    step -- forward, backward, ``opt.step()``, ``opt.clear_grad()`` -- is one program."""
     roots = _as_list(tensors)
+    if any(isinstance(r, Variable) for r in roots):
+        _static_backward(roots, grad_tensors, retain_graph)
+        return
     seeds = _seeds(roots, grad_tensors, "backward")
     _run(roots, seeds, retain_graph=retain_graph, create_graph=False, targets=None)
 
@@ -108,6 +115,17 @@ def grad(
             )
         results.append(g)
     return results
+
+
+def _static_backward(roots, grad_tensors, retain_graph) -> None:
+    if state.recorder is None:
+        raise TypeError(
+            "backward() of a static Variable works inside converted code only; in a static "
+            "program built by hand use d2s.static.append_backward or optimizer.minimize")
+    seeds = _as_list(grad_tensors) if grad_tensors is not None else [None] * len(roots)
+    if len(seeds) != len(roots):
+        raise ValueError(f"backward: got {len(roots)} outputs but {len(seeds)} output gradients")
+    state.recorder.backward(roots, seeds, retain_graph)
 
 
 def _static_grad(roots, wrt, grad_outputs, create_graph, allow_unused):

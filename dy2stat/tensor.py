@@ -22,7 +22,7 @@ static_write = None
 class Tensor:
     """An n-d array on the current device that can record gradients."""
 
-    __slots__ = ("_data", "stop_gradient", "grad", "_node", "_index", "_version", "name",
+    __slots__ = ("_data", "stop_gradient", "_grad", "_node", "_index", "_version", "name",
                  "__weakref__")
     # Distinguishes eager values from static Variables without an isinstance chain.
     is_static = False
@@ -30,7 +30,7 @@ class Tensor:
     def __init__(self, data, stop_gradient: bool = True, name: str | None = None):
         self._data = data
         self.stop_gradient = stop_gradient
-        self.grad = None
+        self._grad = None
         self._node = None  # the tape node that produced this tensor (None: a leaf)
         self._index = 0  # which output of that node
         self._version = 0  # bumped by index assignment; checked by backward
@@ -115,6 +115,23 @@ class Tensor:
         return int(self.item())
 
     # ------------------------------------------------------------- autograd
+    @property
+    def grad(self):
+        """The gradient accumulated by ``backward()`` (None before any). Inside a
+        converted function being traced it is the program's value of the gradient."""
+        recorder = state.recorder
+        if recorder is None:
+            return self._grad
+        return recorder.grad_of(self)
+
+    @grad.setter
+    def grad(self, value) -> None:
+        recorder = state.recorder
+        if recorder is None:
+            self._grad = value
+        else:
+            recorder.set_grad(self, value)
+
     def detach(self) -> Tensor:
         """The same values, cut from the graph (shares memory)."""
         return Tensor(self._data)

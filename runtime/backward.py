@@ -54,7 +54,8 @@ from dy2stat.runtime import build, dtypes
 from dy2stat.runtime.ir import Block, Operator, Program, Var
 from dy2stat.runtime.registry import get_op
 
-__all__ = ["BlockEmitter", "append_backward", "gradients", "requires_grad", "GRAD_SUFFIX"]
+__all__ = ["BlockEmitter", "append_backward", "backward_path", "gradients", "requires_grad",
+           "GRAD_SUFFIX"]
 
 GRAD_SUFFIX = "@GRAD"
 
@@ -136,6 +137,25 @@ def requires_grad(program: Program, sources) -> set[str]:
     without a gradient rule)."""
     block = program.global_block()
     return _requires(block.ops, block, set(sources))
+
+
+def backward_path(program: Program, targets, sources) -> tuple[list[int], set[str]]:
+    """What a backward from ``targets`` to ``sources`` (names) goes through in block 0:
+    the indices of the ops it differentiates, last first, and the sources it reaches.
+    (The ops ``gradients`` emits gradient ops for; an eager backward frees those.)"""
+    block = program.global_block()
+    req = _requires(block.ops, block, set(sources))
+    needed = {t for t in targets if t in req}
+    path = []
+    for i in range(len(block.ops) - 1, -1, -1):
+        op = block.ops[i]
+        if not any(n in needed for n in _diff_outputs(op)):
+            continue
+        inputs = [n for n in _diff_inputs(op) if n in req]
+        if inputs:
+            path.append(i)
+            needed.update(inputs)
+    return path, needed & set(sources)
 
 
 # ---------------------------------------------------------- block 0 driver

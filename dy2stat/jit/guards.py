@@ -18,6 +18,11 @@ How a value is compared (``kind_of``):
   the program runs anyway; an array or a large list changed in place keeps the traced
   program: assign a new one, or make the array a buffer).
 
+A tensor's gradient that a training step read (``p.grad``, fed at every call) is guarded
+on whether there is one, and its shape and dtype (``grad_layout``), and the tensors a
+step may train on their ``stop_gradient`` (a layer frozen later retraces): all such
+entries are checked together, in one call.
+
 The cost per call is what makes this affordable. Entries on Layers are checked only after
 some Layer's attributes changed (any assignment, registration or ``train``/``eval`` bumps
 ``layer.changes``); other entries are checked on every call, one ``attrgetter`` or
@@ -78,8 +83,9 @@ class Entry:
 
     def __init__(self, holder, access: str, name, value, label: str):
         # access: "attr" (getattr(holder, name)), "item" (holder[name], a globals dict),
-        # "cell" (a closure cell's contents) or "keys" (the keys of getattr(holder, name):
-        # the ids of a Layer's hooks)
+        # "cell" (a closure cell's contents), "keys" (the keys of getattr(holder, name):
+        # the ids of a Layer's hooks), "grad" (whether the tensor holder has a gradient,
+        # and its shape and dtype: ``grad_layout``) or "stop_gradient" (the tensor's flag)
         self.holder, self.access, self.name, self.label = holder, access, name, label
         self.kind = kind_of(value)
         self.expected = copy.deepcopy(value) if self.kind == SNAPSHOT else value
@@ -101,6 +107,10 @@ class Entry:
     def read(self):
         if self.access == "attr":
             return getattr(self.holder, self.name)
+        if self.access == "grad":
+            return grad_layout(self.holder)
+        if self.access == "stop_gradient":
+            return self.holder.stop_gradient
         if self.access == "item":
             return self.holder[self.name]
         if self.access == "keys":
@@ -126,6 +136,13 @@ class Entry:
         except Exception:
             return f"{self.label} was deleted"
         return f"{self.label} changed from {_show(self.expected)} to {_show(now)}"
+
+
+def grad_layout(tensor) -> tuple | None:
+    """None when ``tensor`` has no gradient, else the gradient's shape and dtype: what a
+    program that reads the gradient assumes of it."""
+    grad = tensor._grad
+    return None if grad is None else (grad._data.shape, grad._data.dtype)
 
 
 def _show(value) -> str:
@@ -165,6 +182,12 @@ def _getter(entries: list[Entry]):
     if access == "cell":
         cells = [e.holder for e in entries]
         return lambda _: tuple(c.cell_contents for c in cells)
+    if access == "grad":
+        tensors = [e.holder for e in entries]
+        return lambda _: tuple(map(grad_layout, tensors))
+    if access == "stop_gradient":
+        tensors = [e.holder for e in entries]
+        return lambda _: tuple(t.stop_gradient for t in tensors)
     names = [e.name for e in entries]
     if access == "keys":
         return lambda holder: tuple(tuple(getattr(holder, n)) for n in names)
@@ -174,10 +197,14 @@ def _getter(entries: list[Entry]):
     return getter
 
 
+# Entries of these kinds are checked together, whatever their holders: one call for all.
+_ONE_CHECK = ("cell", "grad", "stop_gradient")
+
+
 def _compile(entries: list[Entry]) -> list[_Check]:
     groups: dict = {}
     for e in entries:
-        key = "cells" if e.access == "cell" else (id(e.holder), e.access)
+        key = e.access if e.access in _ONE_CHECK else (id(e.holder), e.access)
         groups.setdefault(key, []).append(e)
     return [_Check(group) for group in groups.values()]
 

@@ -6,7 +6,9 @@ runs the compiled forward plan. When an input or parameter needs a gradient,
 the call records one tape node; its backward runs the program's gradient ops
 on the forward's kept intermediates. A parameter whose gradient someone waits
 for (``gradient_hooks``: data-parallel training) is handed out by a
-``hand_out`` op of the backward plan as soon as the plan has computed it.
+``hand_out`` op of the backward plan as soon as the plan has computed it. A
+training step's program (one that made its own backward and updates) records
+nothing: its ``prologue`` gives the host inputs fed after the call's own.
 """
 
 from __future__ import annotations
@@ -33,8 +35,11 @@ from dy2stat.tensor import Tensor
 class ProgramRunner:
     """A program with named feeds and fetches, run eagerly and differentiably."""
 
-    def __init__(self, program: Program, feed_names, fetch_names, captured: dict):
+    def __init__(self, program: Program, feed_names, fetch_names, captured: dict,
+                 prologue=None):
         self.program = program
+        # A training step's: () -> the arrays of its host inputs, the last feeds.
+        self.prologue = prologue
         self.feed_names = list(feed_names)
         self.fetch_names = list(fetch_names)
         self.captured = captured  # name -> eager Tensor read at every run
@@ -86,6 +91,9 @@ class ProgramRunner:
     def __call__(self, inputs: list) -> list:
         """Run on eager tensors; returns output tensors (recorded on the tape if needed)."""
         arrays = [t._data for t in inputs]
+        if self.prologue is not None:
+            arrays += self.prologue()
+            return [Tensor(a) for a in self.run_arrays(arrays)]
         if not state.grad_enabled:
             return [Tensor(a) for a in self.run_arrays(arrays)]
         trainable = self._trainable()
@@ -390,7 +398,10 @@ def _program_op(runner: ProgramRunner, saved: list, plans: _Plans, at) -> OpDef:
 
 
 def _compile(program: Program, feeds, fetches, xp, overlap=None):
-    """A plan of ``program``; on NumPy its image ops run batch-minor (``passes.layout``)."""
+    """A plan of ``program``; on NumPy its image ops run batch-minor with the flag on
+    (``passes.layout``). (``passes.share_conv_columns`` is not applied: keeping the
+    forward's im2col columns for the filter gradients made LeNet's step slower, their
+    megabytes cold by then, than copying them again.)"""
     if xp is numpy and layout.settings.enabled:
         program = passes.batch_minor_layout(program, fetches)
     return runtime_executor.compile(program, feeds, fetches, xp=xp, overlap=overlap)

@@ -84,6 +84,11 @@ def inference_program(layer_or_function, input_spec=None, output_spec=None):
     finally:
         if layer is not None and was_training:
             layer.train()
+    if concrete.runner.prologue is not None:
+        raise TypeError(
+            f"jit.save: {getattr(function, '__name__', 'the function')} makes a training step "
+            "(backward(), an optimizer's step or gradients): its program updates parameters "
+            "and cannot be saved for inference; save the model (its Layer) instead")
     fetches = _chosen_outputs(concrete.fetch_names, output_spec)
     program = prune.prune(concrete.main_program, concrete.feed_names, fetches)
     params = {var.name: to_host(concrete.runner.captured[var.name]._data)

@@ -7,7 +7,12 @@ programs traced for it, each with the guards of what its trace read (``guards``)
 first whose guards hold runs. When none does, the call converts the function's source (once),
 traces it into a new static program and compiles it; the retrace log says why (an argument
 or a value read changed). After every run the trace's writes -- buffers, attributes,
-globals it set -- are made again with the run's values (``trace_record.Effects``).
+globals it set, gradients -- are made again with the run's values (``trace_record.Effects``).
+
+A function whose trace made a training step (``loss.backward()``, ``opt.step()``, read
+or set gradients: ``step_record``) runs as one program with no tape node: before each
+run its host inputs are read (learning rates, gradients kept from before) and its
+scheduler steps made, in trace order.
 
 Tracing state is per thread (``dy2stat.mode``); a lock makes one thread at a time trace a
 given function, while other threads keep running the programs already cached.
@@ -24,6 +29,7 @@ import weakref
 
 from dy2stat.jit import arguments, settings
 from dy2stat.jit.program_runner import ProgramRunner
+from dy2stat.jit.step_record import argument_grad_error
 from dy2stat.jit.trace_record import TraceRecord, recording
 from dy2stat.mode import state
 from dy2stat.runtime.ir import Program
@@ -38,7 +44,7 @@ class ConcreteProgram:
     """One traced program: its inputs, outputs, runner, and what its trace assumed."""
 
     def __init__(self, program: Program, inputs: list, outputs, runner: ProgramRunner,
-                 n_outputs: int, guards, effects, identities: list):
+                 n_outputs: int, guards, effects, identities: list, reaching=()):
         self.main_program = program
         self.inputs = inputs  # data Variables, in flattened-argument order
         self.outputs = outputs  # the output structure with Variables (or Python values)
@@ -48,6 +54,8 @@ class ConcreteProgram:
         self.effects = effects  # what it wrote (dy2stat.jit.trace_record.Effects)
         self.identities = identities  # argument objects the program is specific to
         self.pack = _packer(outputs)  # the run's output tensors -> the output structure
+        # A training step's backward reaches these arguments: (position, name, where).
+        self.reaching = list(reaching)
 
     @property
     def parameters(self) -> list:
@@ -61,6 +69,12 @@ class ConcreteProgram:
     def fetch_names(self) -> list[str]:
         """The fetches that are the function's outputs."""
         return self.runner.fetch_names[:self.n_outputs]
+
+    def check_arguments(self, feeds: list) -> None:
+        """A training step cannot keep the gradient of an argument that needs one."""
+        for i, name, where in self.reaching:
+            if not feeds[i].stop_gradient:
+                raise argument_grad_error(name, where)
 
     def valid_for(self, identities: list) -> bool:
         if identities or self.identities:
@@ -183,6 +197,8 @@ class StaticFunction:
                 return self._call_eagerly(args, kwargs)
         self._local.last_key = key
         settings.state.last_function = self
+        if concrete.reaching:
+            concrete.check_arguments(described.feeds)
         outs = concrete.runner(described.feeds)
         if concrete.effects:
             concrete.effects.apply(outs[concrete.n_outputs:])
@@ -261,11 +277,16 @@ class StaticFunction:
                 written = record.undo()
         guards, effects = record.conclude(written)
         fetches = [v.name for v in nest.flatten(outputs) if isinstance(v, Variable)]
-        runner = ProgramRunner(program, [v.name for v in inputs], fetches + effects.fetches,
-                               dict(captured_tensors(program)))
+        steps = record.steps
+        feeds = [v.name for v in inputs] + steps.input_names
+        runner = ProgramRunner(program, feeds, fetches + effects.fetches,
+                               dict(captured_tensors(program)),
+                               prologue=steps.prologue if steps else None)
         settings.dump_program(self.__name__, program)
+        position = {v.name: i for i, v in enumerate(inputs)}
+        reaching = [(position[n], n, where) for n, where in steps.reaching.items()]
         return ConcreteProgram(program, inputs, outputs, runner, len(fetches), guards,
-                               effects, described.identities)
+                               effects, described.identities, reaching)
 
     # ------------------------------------------------------------ inspection
     @property

@@ -16,6 +16,10 @@ While a converted function is traced, the record is ``dy2stat.mode.state.recorde
 
 A tensor written where a tensor was before (a buffer, a tensor attribute or global the
 program read) takes the new value in place: the tensor stays the one the program reads.
+
+A training step in the trace -- ``backward()``, gradients, optimizer updates, scheduler
+steps -- is recorded by the record's ``steps`` (``dy2stat.jit.step_record``); the gradients
+it leaves are effects too (``.grad`` set to a new tensor after each run).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import types
 from dy2stat.dy2static import convert_call_func
 from dy2stat.dy2static.errors import Dy2StaticError
 from dy2stat.jit.guards import Entry, Guards
+from dy2stat.jit.step_record import StepRecord
 from dy2stat.mode import state
 from dy2stat.nn.layer import Layer
 from dy2stat.static import nest
@@ -58,6 +63,8 @@ class _Location:
 
     def read(self):
         try:
+            if self.access == "grad":
+                return self.holder._grad
             if self.access == "attr":
                 return _layer_value(self.holder, self.name) \
                     if isinstance(self.holder, Layer) else getattr(self.holder, self.name)
@@ -68,7 +75,9 @@ class _Location:
             return MISSING
 
     def assign(self, value) -> None:
-        if self.access == "attr":
+        if self.access == "grad":
+            self.holder._grad = None if value is MISSING else value
+        elif self.access == "attr":
             if value is MISSING:
                 if hasattr(self.holder, self.name):
                     delattr(self.holder, self.name)
@@ -167,6 +176,7 @@ class TraceRecord:
         self.entered: set = set()  # ids of the converted functions already recorded
         self.originals: dict = {}  # (holder id, "attr", name) -> the object first seen there
         self.grad_mode = state.grad_enabled  # the caller's, when the trace starts
+        self.steps = StepRecord(self._guard_tensor, self._tensor_label)
         for name, value in arguments:
             self._label(value, name)
         if instance is not None:
@@ -187,6 +197,25 @@ class TraceRecord:
             base = obj.__name__ if isinstance(obj, types.ModuleType) \
                 else f"<{type(obj).__name__} object>"
         return f"{base}.{name}"
+
+    def _tensor_label(self, tensor: Tensor) -> str:
+        return self.labels.get(id(tensor)) or tensor.name or "a tensor"
+
+    def _guard_tensor(self, entry: Entry) -> None:
+        self.always.setdefault((id(entry.holder), entry.access, None), entry)
+
+    # ---------------------------------------------------- training steps
+    def grad_of(self, tensor: Tensor):
+        """``tensor.grad`` read by the trace (``Tensor.grad``)."""
+        return self.steps.grad_of(tensor)
+
+    def set_grad(self, tensor: Tensor, value) -> None:
+        """``tensor.grad = value`` in the trace."""
+        self.steps.set_grad(tensor, value)
+
+    def backward(self, roots: list, seeds: list, retain_graph: bool) -> None:
+        """``backward()`` of static values (``dy2stat.autograd.backward``)."""
+        self.steps.backward(roots, seeds, retain_graph)
 
     # ---------------------------------------------------------------- reads
     def touch(self, layer: Layer) -> None:
@@ -321,7 +350,8 @@ class TraceRecord:
 
     def conclude(self, written: list) -> tuple[Guards, Effects]:
         """The guards of the trace and its effects (from ``undo``'s result)."""
-        items = []
+        items = [(_Location(tensor, "grad", None, label, old), new, None)
+                 for tensor, label, old, new in self.steps.effects()]
         for location, new in written:
             if new is location.old:
                 continue

@@ -4,15 +4,20 @@ A scheduler is plain Python: ``step()`` advances ``last_epoch`` and
 recomputes ``last_lr``; calling the scheduler returns ``last_lr``. An
 optimizer given a scheduler reads it before every update (eagerly) or is told
 of each ``step()`` (a static program reads the rate from a tensor), so no
-program is rebuilt when the rate changes.
+program is rebuilt when the rate changes. A ``step()`` written in converted
+code is made before every run of the program, in its place among the rate
+reads (``dy2stat.jit.step_record``), not once while tracing.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import weakref
 from collections.abc import Callable, Sequence
+
+from dy2stat.mode import state
 
 __all__ = [
     "CosineAnnealingDecay", "CosineAnnealingWarmRestarts", "CyclicLR", "ExponentialDecay",
@@ -26,6 +31,7 @@ class LRScheduler:
     """Base class: subclasses define ``get_lr()``, the rate at ``last_epoch``."""
 
     def __init__(self, learning_rate: float = 0.1, last_epoch: int = -1, verbose: bool = False):
+        _check_not_traced(self)
         if not isinstance(learning_rate, (int, float)):
             raise TypeError(
                 f"{type(self).__name__}: learning_rate must be a float, "
@@ -36,13 +42,17 @@ class LRScheduler:
         self.last_epoch = last_epoch
         self.verbose = verbose
         self._listeners: list[weakref.WeakMethod] = []
-        self.step()
+        self._advance()
 
     def __call__(self) -> float:
         return self.last_lr
 
     def step(self, epoch: int | None = None) -> None:
         """Advance one epoch (or jump to ``epoch``) and recompute ``last_lr``."""
+        if not _replayed(self, self._advance, epoch):
+            self._advance(epoch)
+
+    def _advance(self, epoch: int | None = None) -> None:
         if epoch is None:
             self.last_epoch += 1
         else:
@@ -89,6 +99,24 @@ class LRScheduler:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(last_epoch={self.last_epoch}, last_lr={self.last_lr})"
+
+
+def _check_not_traced(scheduler: LRScheduler) -> None:
+    if state.recorder is not None:
+        raise RuntimeError(
+            f"{type(scheduler).__name__} is created inside converted code: the program would "
+            "keep the one made while tracing, where eager code starts a new one at every "
+            "call. Create the scheduler outside the converted function")
+
+
+def _replayed(scheduler: LRScheduler, advance, *args) -> bool:
+    """In a trace: record ``advance(*args)`` to be made before every run (True)."""
+    recorder = state.recorder
+    if recorder is None:
+        return False
+    recorder.steps.host_call(functools.partial(advance, *args),
+                             f"{type(scheduler).__name__}.step()")
+    return True
 
 
 class StepDecay(LRScheduler):
@@ -467,6 +495,7 @@ class ReduceOnPlateau(LRScheduler):
         if threshold_mode not in ("rel", "abs"):
             raise ValueError(f"ReduceOnPlateau: threshold_mode must be 'rel' or 'abs', "
                              f"got {threshold_mode!r}")
+        _check_not_traced(self)
         if factor >= 1.0:
             raise ValueError(f"ReduceOnPlateau: factor must be less than 1.0, got {factor}")
         if not isinstance(learning_rate, (int, float)):
@@ -484,6 +513,15 @@ class ReduceOnPlateau(LRScheduler):
 
     def step(self, metrics, epoch: int | None = None) -> None:
         """Record this epoch's ``metrics`` (a number or a one-element tensor)."""
+        if getattr(metrics, "is_static", False):
+            raise TypeError(
+                "ReduceOnPlateau.step(metrics) in converted code: the metric's value is known "
+                "only when the program runs; return it and call step() with it after the "
+                "converted function returns")
+        if not _replayed(self, self._advance_on, metrics, epoch):
+            self._advance_on(metrics, epoch)
+
+    def _advance_on(self, metrics, epoch: int | None = None) -> None:
         self.last_epoch = self.last_epoch + 1 if epoch is None else int(epoch)
         current = float(metrics.item() if hasattr(metrics, "item") else metrics)
         if self.cooldown_counter > 0:

@@ -11,6 +11,15 @@ accumulator variables, so every run of the program trains.
 
 The learning rate reaches the op as a one-element tensor, so a scheduler
 changes it without rebuilding anything.
+
+Inside a converted function being traced, ``step()``, ``clear_grad()`` and
+``minimize(loss)`` run the eager code on the program being built
+(``dy2stat.jit.step_record``): the gradients are the program's, the updates are
+its ops writing the parameters and this optimizer's own accumulators (copied
+back after every run, so ``state_dict()`` sees them), and the learning rate is
+read from this optimizer at every run, after the scheduler steps the trace made
+before it. Eagerly the accumulators are updated in place (the same tensor
+objects), so eager and converted steps can take turns.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from dy2stat.autograd import no_grad
 from dy2stat.creation import full
 from dy2stat.dispatch import apply
 from dy2stat.kernels.backend import to_host
+from dy2stat.mode import state as mode
 from dy2stat.optimizer.lr import LRScheduler
 from dy2stat.regularizer import L2Decay
 from dy2stat.runtime import dtypes
@@ -69,6 +79,11 @@ class Optimizer:
 
     def __init__(self, learning_rate: float | LRScheduler = 0.001, parameters=None,
                  weight_decay=None, grad_clip=None, name: str | None = None):
+        if mode.recorder is not None:
+            raise RuntimeError(
+                f"{type(self).__name__} is created inside converted code: the program would "
+                "keep the state of the one made while tracing, where eager code starts a "
+                "new one at every call. Create the optimizer outside the converted function")
         if not isinstance(learning_rate, (int, float, LRScheduler)) or isinstance(
                 learning_rate, bool):
             raise TypeError(
@@ -100,7 +115,10 @@ class Optimizer:
 
     # ------------------------------------------------------- learning rate
     def get_lr(self) -> float:
-        """The current learning rate (the scheduler's ``last_lr`` when there is one)."""
+        """The current learning rate (the scheduler's ``last_lr`` when there is one).
+        In converted code: the rate as a 0-D tensor, read when the program runs."""
+        if mode.recorder is not None:
+            return ops.reshape(self._traced_rate(), [])
         if isinstance(self._learning_rate, LRScheduler):
             return float(self._learning_rate())
         return float(self._learning_rate)
@@ -114,6 +132,9 @@ class Optimizer:
             )
         if not isinstance(value, (int, float)):
             raise TypeError(f"set_lr: value must be a float, not {type(value).__name__}")
+        if mode.recorder is not None:  # made before every run of the program
+            mode.recorder.steps.host_call(lambda: self.set_lr(value), "optimizer.set_lr()")
+            return
         self._learning_rate = float(value)
         self._on_lr_change(float(value))
 
@@ -121,39 +142,54 @@ class Optimizer:
         # Rewritten in place: a static program that captured this tensor reads it every run.
         self._lr_tensor.set_value(np.full([1], value, dtype=np.float32))
 
+    def _traced_rate(self) -> Variable:
+        """The learning rate in a trace: fed at every run, read in trace order (after the
+        scheduler steps made before it)."""
+        rate = self._lr_tensor
+        return mode.recorder.steps.host_input(lambda: rate._data, rate.shape, rate.dtype,
+                                              "learning_rate")
+
     # ------------------------------------------------------------- eager
     def step(self) -> None:
         """Update every parameter that has a gradient (eager mode)."""
         params = self._eager_parameters("step")
+        if mode.recorder is not None:  # the program assumes which ones are frozen
+            mode.recorder.steps.guard_trainable(params)
         with no_grad():
             pairs = [(p, p.grad) for p in params if not p.stop_gradient and p.grad is not None]
             self._update_eager(pairs)
 
     def _update_eager(self, pairs) -> None:
         pairs = self._preprocess(pairs)
+        traced = mode.recorder is not None
+        if traced and pairs:  # one read of the rate per step, where eager reads it
+            lr = self._traced_rate()
         lr_by_place = {self._lr_tensor.place: self._lr_tensor}
         attrs = self._attrs()
         for param, grad in pairs:
-            # A model moved to another device after the optimizer was built: the
-            # rate and the state follow each parameter.
-            place = param.place
-            lr = lr_by_place.get(place)
-            if lr is None:
-                lr = lr_by_place[place] = self._lr_tensor.to(place)
+            if not traced:
+                # A model moved to another device after the optimizer was built: the
+                # rate and the state follow each parameter.
+                place = param.place
+                lr = lr_by_place.get(place)
+                if lr is None:
+                    lr = lr_by_place[place] = self._lr_tensor.to(place)
             state = [self._eager_state(param, acc) for acc in self._accumulators]
             rate = _scaled(lr, _lr_multiplier(param))
             out = self._run_update(param, grad, state, rate, attrs)
-            param.set_value(out[0])
-            for acc, value in zip(self._accumulators, out[1:]):
-                self._state[acc.name][id(param)] = value
+            for tensor, value in zip([param, *state], out):
+                _store(tensor, value)
 
     def _eager_state(self, param: Tensor, acc: Accumulator) -> Tensor:
+        """The accumulator ``acc`` of ``param``: an eager tensor, made on first use (also
+        when a trace first uses it: the program reads and writes this same tensor)."""
         per_param = self._state[acc.name]
         value = per_param.get(id(param))
         if value is None:
             shape = [1] if acc.scalar else param.shape
-            value = per_param[id(param)] = full(shape, self._init_value(acc),
-                                                _state_dtype(param.dtype))
+            with static_framework.static_guard(False):
+                value = per_param[id(param)] = full(shape, self._init_value(acc),
+                                                    _state_dtype(param.dtype))
         if value.place != param.place:
             value = per_param[id(param)] = value.to(param.place)
         return value
@@ -174,6 +210,8 @@ class Optimizer:
 
         Returns ``(update ops, [(param, grad)])`` as Paddle does.
         """
+        if mode.recorder is not None:  # converted code: the eager step, traced
+            return self._minimize_traced(loss, parameters, no_grad_set)
         if getattr(loss, "is_static", False):
             return self._minimize_static(loss, startup_program, parameters, no_grad_set)
         if not isinstance(loss, Tensor):
@@ -182,6 +220,22 @@ class Optimizer:
         if node is not None and not node.freed:
             loss.backward()
         params = parameters if parameters is not None else self._eager_parameters("minimize")
+        skip = {id(p) for p in (no_grad_set or ())}
+        with no_grad():
+            pairs = [(p, p.grad) for p in params
+                     if not p.stop_gradient and p.grad is not None and id(p) not in skip]
+            self._update_eager(pairs)
+        return [], pairs
+
+    def _minimize_traced(self, loss, parameters, no_grad_set):
+        """``minimize`` in a trace: as eagerly, backward unless one already went through
+        ``loss``, then the update of every parameter with a gradient."""
+        if not getattr(loss, "is_static", False):
+            raise TypeError(f"minimize: loss must be a Tensor, not {type(loss).__name__}")
+        if not mode.recorder.steps.backpropagated(loss):
+            loss.backward()
+        params = parameters if parameters is not None else self._eager_parameters("minimize")
+        mode.recorder.steps.guard_trainable(params)
         skip = {id(p) for p in (no_grad_set or ())}
         with no_grad():
             pairs = [(p, p.grad) for p in params
@@ -367,6 +421,17 @@ class Optimizer:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(learning_rate={self._learning_rate!r})"
+
+
+def _store(tensor: Tensor, value) -> None:
+    """``tensor`` (a parameter or an accumulator) takes an update's result and stays the
+    same object: programs that captured it read and write it. In a trace the program
+    writes it when it runs."""
+    if getattr(value, "is_static", False):
+        tensor.set_value(value)
+    else:  # the update's own new array: nothing else holds it
+        tensor._data = value._data
+        tensor._version += 1
 
 
 def _regularizer(weight_decay, owner: str):

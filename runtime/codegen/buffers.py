@@ -22,9 +22,11 @@ IN_PLACE = frozenset(BINARY) | frozenset(UNARY) | {"relu"}
 REGION = "native_region"
 # Ops whose output is always a new buffer that nothing else references (a
 # whitelist: reshape, transpose, getitem, expand, cast, sum_to_like, ... may
-# return views of their input or the input itself).
+# return views of their input or the input itself). multi_tensor_adam's outputs
+# are disjoint views of flat arrays it made, which only they reference.
 ALLOCATING = (IN_PLACE | OVERLAPPABLE
-              | {"matmul", "full", "full_like", "assign", "fused_elementwise", REGION})
+              | {"matmul", "full", "full_like", "assign", "fused_elementwise", "multi_tensor_adam",
+                 REGION})
 
 
 def in_place_target(mod, step, holders):

@@ -30,7 +30,8 @@ __all__ = ["OVERLAPPABLE", "blas_on_one_thread", "choose_overlap", "heavy_ops_ea
 # Heavy kernels that spend most of their time with the GIL released (BLAS,
 # large copies and ufunc loops): what overlap may move to the worker thread.
 OVERLAPPABLE = frozenset({"conv2d", "conv2d_grad_input", "conv2d_grad_filter", "max_pool2d",
-                          "max_pool2d_grad", "avg_pool2d", "avg_pool2d_grad"})
+                          "max_pool2d_grad", "avg_pool2d", "avg_pool2d_grad",
+                          "conv2d_keeping_columns", "conv2d_grad_filter_from_columns"})
 OVERLAPPABLE |= {f"{t}_chwn" for t in OVERLAPPABLE if t in CHWN_FORMS}
 
 

@@ -1,4 +1,7 @@
-"""``fused_elementwise``: a chain of elementwise ops run as one kernel.
+"""Fused ops, made by plan passes from ops of a program: ``fused_elementwise`` and the
+convolution that shares its columns with its filter gradient.
+
+``fused_elementwise``: a chain of elementwise ops run as one kernel.
 
 Made by the fusion pass (``runtime.passes.fusion``). Inputs ``X`` (the
 chain's outside values), output ``Out``; attrs ``expr``, the chain as JSON
@@ -15,12 +18,21 @@ intermediates the steps' own rules read) and applies each step's gradient
 rule in reverse, so a fused program can still be differentiated. The pass is
 meant to run after backward has been appended, as a deployment and executor
 optimization; the rule keeps backward correct when it runs before.
+
+``conv2d_keeping_columns`` (X, Filter -> Out, Columns) is ``conv2d`` that also
+gives the im2col columns it multiplied, and ``conv2d_grad_filter_from_columns``
+(Columns, DOut, Filter -> Out) is ``conv2d_grad_filter`` of the same input
+computed from them (``runtime.passes.share_conv_columns`` makes the pair, in a
+training program that has both): the same products, one copy of the columns
+fewer. They have no gradient rule (the pass runs after backward is built).
 """
 
 from __future__ import annotations
 
+from dy2stat.kernels import conv as conv_kernels
 from dy2stat.kernels import fusion
 from dy2stat.runtime import dtypes
+from dy2stat.runtime.ops import conv  # noqa: F401  (declares conv2d, read below)
 from dy2stat.runtime.registry import (
     CHECKED_BY_INFER,
     DTYPE,
@@ -119,4 +131,50 @@ defop(
     grad=_grad,
     elementwise=True,
     doc="A chain of elementwise ops (attr expr) computed in one kernel (see kernels.fusion).",
+)
+
+
+# ------------------------------------------- convolution sharing its columns
+
+_CONV = get_op("conv2d")
+
+
+def _keeping_columns_infer(x, w, **attrs):
+    out = _CONV.infer(x, w, **attrs)
+    columns = conv_kernels.conv2d_columns_shape(tuple(x.shape), tuple(w.shape), **attrs)
+    return out, Meta(columns, out.dtype)
+
+
+def _from_columns_infer(columns, dy, w_ref, **attrs):
+    if len(dy.shape) != 4:
+        raise ValueError("conv2d_grad_filter_from_columns: the output gradient must be 4-D, "
+                         f"got shape {list(dy.shape)}")
+    if len(columns.shape) != 3:
+        raise ValueError("conv2d_grad_filter_from_columns: Columns must be the 3-D columns "
+                         f"of conv2d_keeping_columns, got shape {list(columns.shape)}")
+    return Meta(w_ref.shape, dtypes.promote(columns.dtype, dy.dtype))
+
+
+defop(
+    "conv2d_keeping_columns",
+    inputs=("X", "Filter"),
+    outputs=("Out", "Columns"),
+    attrs=_CONV.attrs,
+    attr_types=_CONV.attr_types,
+    kernel=conv_kernels.conv2d_keeping_columns,
+    infer=_keeping_columns_infer,
+    dtypes=dtypes.FLOATS,
+    promote=(0, 1),
+    doc="conv2d, and the im2col columns it multiplied (for the filter gradient).",
+)
+defop(
+    "conv2d_grad_filter_from_columns",
+    inputs=("Columns", "DOut", "Filter"),
+    attrs=_CONV.attrs,
+    attr_types=_CONV.attr_types,
+    kernel=conv_kernels.conv2d_grad_filter_from_columns,
+    infer=_from_columns_infer,
+    dtypes=dtypes.FLOATS,
+    promote=(0, 1),
+    doc="conv2d_grad_filter from the columns conv2d_keeping_columns gave for its input.",
 )

@@ -1,4 +1,5 @@
-"""Parameter updates: sgd, momentum, adam, adamw.
+"""Parameter updates: sgd, momentum, adam, adamw, and multi_tensor_adam (many
+parameters' adam or adamw updates in one op: the pass ``multi_tensor_adam``).
 
 Each op reads a parameter, its gradient, its accumulators and the learning
 rate, and returns their new values; it changes nothing in place. Eagerly the
@@ -14,8 +15,10 @@ correction of the second moment). No op here has a gradient rule.
 
 from __future__ import annotations
 
+import weakref
+
 from dy2stat.runtime import dtypes
-from dy2stat.runtime.registry import Meta, defop
+from dy2stat.runtime.registry import NONE, NUMBER, Meta, defop
 
 # ---------------------------------------------------------------- inference
 
@@ -93,13 +96,33 @@ def _adam_step(xp, param, grad, moment1, moment2, beta1_pow, beta2_pow, lr,
     acc = moment1.dtype
     g = grad.astype(acc, copy=False)
     b1p, b2p = _scalar(beta1_pow, acc), _scalar(beta2_pow, acc)
-    m1 = beta1 * moment1 + (1 - beta1) * g
-    m2 = (beta2 * moment2 + (1 - beta2) * (g * g)).astype(moment2.dtype, copy=False)
     correction = xp.sqrt(1 - b2p)
     lr_t = _scalar(lr, acc) * correction / (1 - b1p)
-    param_out = param - lr_t * (m1 / (xp.sqrt(m2) + epsilon * correction))
-    return (param_out.astype(param.dtype, copy=False), m1, m2,
-            beta1_pow * beta1, beta2_pow * beta2)
+    param_out, m1, m2 = _adam_update(xp, param, g, moment1, moment2, lr_t,
+                                     epsilon * correction, beta1, beta2)
+    return param_out, m1, m2, beta1_pow * beta1, beta2_pow * beta2
+
+
+def _adam_update(xp, param, g, moment1, moment2, lr_t, eps_t, beta1, beta2):
+    """``m1 = beta1 * moment1 + (1 - beta1) * g``, ``m2 = beta2 * moment2 + (1 - beta2) *
+    (g * g)`` and ``param - lr_t * (m1 / (sqrt(m2) + eps_t))``: the same operations in
+    the same order (so the same bits), through one temporary instead of nine, which
+    keeps a large parameter's update in cache."""
+    def new(a):  # an array also for 0-d operands (a ufunc gives those a scalar)
+        return xp.empty(a.shape, a.dtype)
+
+    m1 = xp.multiply(moment1, beta1, out=new(moment1))
+    t = xp.multiply(g, 1 - beta1, out=new(g))
+    xp.add(m1, t, out=m1)
+    xp.multiply(g, g, out=t)
+    xp.multiply(t, 1 - beta2, out=t)
+    m2 = xp.multiply(moment2, beta2, out=new(moment2))
+    xp.add(m2, t, out=m2)
+    xp.sqrt(m2, out=t)
+    xp.add(t, eps_t, out=t)
+    xp.divide(m1, t, out=t)
+    xp.multiply(t, lr_t, out=t)  # lr_t * (...): a product's bits do not depend on the order
+    return (param - t).astype(param.dtype, copy=False), m1, m2
 
 
 def _adam_kernel(xp, param, grad, moment1, moment2, beta1_pow, beta2_pow, lr,
@@ -114,6 +137,68 @@ def _adamw_kernel(xp, param, grad, moment1, moment2, beta1_pow, beta2_pow, lr,
     decayed = param * (1 - _scalar(lr, param.dtype) * coeff)
     return _adam_step(xp, decayed, grad, moment1, moment2, beta1_pow, beta2_pow, lr,
                       beta1, beta2, epsilon)
+
+
+def _multi_tensor_adam_kernel(xp, params, grads, moments1, moments2, beta1_pows, beta2_pows,
+                              lr, beta1=0.9, beta2=0.999, epsilon=1e-8, coeff=None):
+    """``adam`` (``adamw`` when ``coeff`` is set) of every parameter at once, on one flat
+    array per operand: the same elementwise operations on the same values, so the same
+    bits, in a dozen NumPy calls instead of a dozen per parameter. Operands that are
+    the consecutive views a previous call returned are read without a copy; each result
+    is returned as views of one flat array."""
+    acc = moments1[0].dtype
+    sizes = [p.size for p in params]
+    param = _joined(xp, params)
+    if coeff is not None:  # adamw: decayed first, as _adamw_kernel does
+        param = param * (1 - _scalar(lr, param.dtype) * coeff)
+    g = _joined(xp, grads).astype(acc, copy=False)
+    pows1, pows2 = _joined(xp, beta1_pows), _joined(xp, beta2_pows)
+    b1p, b2p = _per_element(xp, pows1, sizes), _per_element(xp, pows2, sizes)
+    correction = xp.sqrt(1 - b2p)
+    lr_t = _scalar(lr, acc) * correction / (1 - b1p)
+    param_out, m1, m2 = _adam_update(xp, param, g, _joined(xp, moments1),
+                                     _joined(xp, moments2), lr_t, epsilon * correction,
+                                     beta1, beta2)
+    return (_split(param_out, params), _split(m1, params), _split(m2, params),
+            _split(pows1 * beta1, beta1_pows), _split(pows2 * beta2, beta2_pows))
+
+
+def _joined(xp, arrays):
+    """``arrays`` flattened end to end: the flat array itself when they are the views
+    ``_split`` made of it (the same objects, in the same order), else a copy."""
+    base = arrays[0].base
+    made = _SPLITS.get(id(base)) if base is not None else None
+    if made is not None and made[0]() is base and len(made[1]) == len(arrays) and all(
+            ref() is a for ref, a in zip(made[1], arrays)):
+        return base
+    return xp.concatenate([a.reshape(-1) for a in arrays])
+
+
+def _per_element(xp, values, sizes):
+    """One value per parameter (``values[i]``) as a scalar when they are all the same
+    bits, else repeated over each parameter's elements."""
+    if bool((values.view(xp.uint8).reshape(len(sizes), -1)
+             == values[:1].view(xp.uint8)).all()):
+        return values[0]
+    return xp.repeat(values, sizes)
+
+
+# id(flat array) -> (a weak reference to it, weak references to the views _split made of
+# it, in order): while the flat array lives, a view among them is that exact view.
+_SPLITS: dict[int, tuple] = {}
+
+
+def _split(flat, like):
+    """``flat`` as views shaped as the arrays ``like``, end to end (remembered, so that
+    ``_joined`` of them is ``flat`` again)."""
+    out, offset = [], 0
+    for a in like:
+        out.append(flat[offset:offset + a.size].reshape(a.shape))
+        offset += a.size
+    for key in [k for k, (ref, _) in list(_SPLITS.items()) if ref() is None]:
+        _SPLITS.pop(key, None)  # flat arrays gone since
+    _SPLITS[id(flat)] = (weakref.ref(flat), [weakref.ref(v) for v in out])
+    return out
 
 
 # ------------------------------------------------------------ declarations
@@ -159,4 +244,26 @@ defop(
     infer=_adam_infer("adamw"),
     doc="Adam after decaying Param by (1 - lr * coeff)",
     **_ADAM_SLOTS,
+)
+
+
+def _multi_tensor_adam_infer(params, grads, moments1, moments2, beta1_pows, beta2_pows, lr,
+                             **attrs):
+    infer = _adam_infer("multi_tensor_adam")
+    outs = [infer(*group, lr) for group in zip(params, grads, moments1, moments2,
+                                                beta1_pows, beta2_pows)]
+    return tuple([list(column) for column in zip(*outs)])
+
+
+defop(
+    "multi_tensor_adam",
+    inputs=("Param*", "Grad*", "Moment1*", "Moment2*", "Beta1Pow*", "Beta2Pow*",
+            "LearningRate"),
+    outputs=("ParamOut*", "Moment1Out*", "Moment2Out*", "Beta1PowOut*", "Beta2PowOut*"),
+    attrs={"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "coeff": None},
+    attr_types={"coeff": NONE | NUMBER},
+    kernel=_multi_tensor_adam_kernel,
+    infer=_multi_tensor_adam_infer,
+    dtypes=dtypes.FLOATS,
+    doc="adam of every parameter in Param (adamw with coeff), on flat arrays",
 )

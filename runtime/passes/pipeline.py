@@ -9,7 +9,11 @@ The passes, in order (each is a pass of this package, with its own tests):
 3. ``eliminate_common_subexpressions``: an op computed twice in a block, once;
 4. ``hoist_loop_invariants``: what a loop computes the same in every
    iteration, once before it;
-5. ``eliminate_dead_code`` again: what folding and merging left unread.
+5. ``eliminate_dead_code`` again: what folding and merging left unread;
+6. ``forward_assigns``: a copy of a value nothing else reads (a gradient's
+   ``@GRAD`` name, an update written into a parameter) becomes the value itself;
+7. ``multi_tensor_adam``: consecutive Adam updates of many parameters, one op
+   over flat arrays (after 6, which makes them consecutive).
 
 Each keeps what the program computes bit for bit (each pass's tests check
 it). ``optimize`` returns a new program; the input is not changed.
@@ -27,12 +31,14 @@ from dy2stat.runtime.ir import Program
 from dy2stat.runtime.passes.constant_folding import fold_constants
 from dy2stat.runtime.passes.cse import eliminate_common_subexpressions
 from dy2stat.runtime.passes.dead_code import eliminate_dead_code
+from dy2stat.runtime.passes.forward_assigns import forward_assigns
 from dy2stat.runtime.passes.loop_invariants import hoist_loop_invariants
+from dy2stat.runtime.passes.multi_tensor_adam import multi_tensor_adam
 
 __all__ = ["PLAN_PASSES", "optimize"]
 
 PLAN_PASSES = (eliminate_dead_code, fold_constants, eliminate_common_subexpressions,
-               hoist_loop_invariants, eliminate_dead_code)
+               hoist_loop_invariants, eliminate_dead_code, forward_assigns, multi_tensor_adam)
 
 
 def optimize(program: Program, fetch_names) -> Program:

@@ -11,6 +11,11 @@ before its backward is built, so that the gradient follows.
 moved only when the ``max_pool2d`` in the same block is the one op of the
 program that reads its output, and that output is not in ``keep``, not
 persistable or data and not named by a control-flow op.
+
+``pool_before_relu_in_place(program)`` rewrites block 0 of a program still being
+built (a traced training step, before its backward is appended): ops appended
+later may still read a moved ReLU's output, so its op stays, and dead-code
+elimination drops it from the plan when nothing reads it.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from dy2stat.runtime.ir import Block, Operator, Program
 from dy2stat.runtime.ops.control_flow import attr_names
 from dy2stat.runtime.prune import copy_for_pass
 
-__all__ = ["pool_before_relu"]
+__all__ = ["pool_before_relu", "pool_before_relu_in_place"]
 
 
 def pool_before_relu(program: Program, keep=()) -> Program:
@@ -37,7 +42,17 @@ def pool_before_relu(program: Program, keep=()) -> Program:
     return result
 
 
-def _rewrite_block(program: Program, block: Block, movable) -> None:
+def pool_before_relu_in_place(program: Program) -> None:
+    """Move block 0's movable ReLUs after their pooling, keeping their ops (see above)."""
+    ops = list(program.all_ops())
+    readers = Counter(n for op in ops for n in op.input_names())
+    named = set().union(*(attr_names(op) for op in ops))
+    _rewrite_block(program, program.global_block(),
+                   lambda n: readers[n] == 1 and n not in named, keep_relu=True)
+    program.bump()
+
+
+def _rewrite_block(program: Program, block: Block, movable, keep_relu=False) -> None:
     relus = {op.outputs["Out"][0]: op for op in block.ops
              if op.type == "relu" and _plain(block, op.outputs["Out"][0]) and
              movable(op.outputs["Out"][0])}
@@ -51,12 +66,13 @@ def _rewrite_block(program: Program, block: Block, movable) -> None:
         out = block.vars[pooled]
         pre = block.create_var(out.shape, out.dtype, name=program.unique_name(f"{pooled}.pre"),
                                stop_gradient=out.stop_gradient)
-        del block.vars[activated]
+        if not keep_relu:
+            del block.vars[activated]
+            moved.add(id(relu))
         ops.append(Operator("max_pool2d", {"X": list(relu.inputs["X"])}, {"Out": [pre.name]},
                             dict(op.attrs), origin=op.origin, scope=op.scope))
         ops.append(Operator("relu", {"X": [pre.name]}, {"Out": [pooled]}, {},
                             origin=relu.origin, scope=relu.scope))
-        moved.add(id(relu))
     block.ops = [op for op in ops if id(op) not in moved]
 
 

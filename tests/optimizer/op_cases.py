@@ -19,6 +19,17 @@ def _adam_inputs(shape=(3, 4), dtype="float64"):
             LR.astype(dtype)]
 
 
+def _multi_inputs(shapes, dtype="float64", same_powers=True):
+    """multi_tensor_adam's inputs: lists of ``_adam_inputs`` over ``shapes`` (the beta
+    powers differing per parameter unless ``same_powers``)."""
+    groups = [_adam_inputs(shape, dtype) for shape in shapes]
+    if not same_powers:
+        for k, group in enumerate(groups):
+            group[4] = group[4] * 0.9 ** k
+            group[5] = group[5] * 0.999 ** k
+    return [list(column) for column in zip(*(g[:6] for g in groups))] + [LR.astype(dtype)]
+
+
 CASES = [
     Case("sgd", [randn(3, 4), randn(3, 4), LR], ref=reference.sgd, grad=False),
     Case("sgd", [randn(5), randn(5), np.array(0.5)], ref=reference.sgd, grad=False,
@@ -33,4 +44,9 @@ CASES = [
     Case("adam", _adam_inputs((), "float32"), {"epsilon": 1e-6}, ref=reference.adam,
          grad=False, name="0d_float32", rtol=1e-5, atol=1e-6),
     Case("adamw", _adam_inputs(), {"coeff": 0.1}, ref=reference.adamw, grad=False),
+    Case("multi_tensor_adam", _multi_inputs([(3, 4), (5,), ()]), {"epsilon": 1e-6},
+         ref=reference.multi_tensor_adam, grad=False),
+    Case("multi_tensor_adam", _multi_inputs([(2, 3), (4,)], "float32", same_powers=False),
+         {"coeff": 0.1}, ref=reference.multi_tensor_adam, grad=False, name="adamw_powers",
+         rtol=1e-5, atol=1e-6),
 ]

@@ -32,6 +32,14 @@ def adamw(p, g, m1, m2, b1p, b2p, lr, beta1=0.9, beta2=0.999, epsilon=1e-8, coef
     return adam(p, g, m1, m2, b1p, b2p, lr, beta1, beta2, epsilon)
 
 
+def multi_tensor_adam(params, grads, m1s, m2s, b1ps, b2ps, lr, coeff=None, **attrs):
+    """``adam`` (``adamw`` with ``coeff``) of each parameter, as lists per output."""
+    outs = [adam(*group, lr, **attrs) if coeff is None else adamw(*group, lr, coeff=coeff,
+                                                                     **attrs)
+            for group in zip(params, grads, m1s, m2s, b1ps, b2ps)]
+    return tuple(list(column) for column in zip(*outs))
+
+
 class Trainer:
     """Runs an optimizer's reference updates over steps, holding its state."""
 

@@ -19,12 +19,24 @@ def _flat(out):
     return list(out) if isinstance(out, tuple) else [out]
 
 
+def _tensors(x):
+    """An input as the op takes it: a Tensor, or a list of them (a variadic slot)."""
+    return [d2s.Tensor(np.array(v)) for v in x] if isinstance(x, list) else d2s.Tensor(
+        np.array(x))
+
+
+def _each(values):
+    """Slot values end to end (a variadic slot's list opened)."""
+    return [v for value in values for v in (value if isinstance(value, list) else [value])]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_update_matches_numpy(case):
-    out = _flat(apply(case.op, *[d2s.Tensor(np.array(x)) for x in case.inputs], **case.attrs))
+    out = _flat(apply(case.op, *[_tensors(x) for x in case.inputs], **case.attrs))
     want = _flat(case.ref(*case.inputs, **case.attrs))
     assert len(out) == len(want) == len(OPS[case.op].outputs)
-    for got, expected, x in zip(out, want, [case.inputs[0], *case.inputs[2:]]):
+    out, want = _each(out), _each(want)
+    for got, expected, x in zip(out, want, _each([case.inputs[0], *case.inputs[2:]])):
         assert got.shape == list(np.shape(expected)) == list(np.shape(x))
         assert got.dtype == x.dtype
         np.testing.assert_allclose(got.numpy(), expected, rtol=case.rtol, atol=case.atol)
@@ -100,3 +112,38 @@ def test_static_update_writes_back_into_persistable_variables():
         want_p, want_v = reference.momentum(want_p, grad, want_v, 0.1, mu=0.5)
     np.testing.assert_allclose(np.asarray(scope["p"]), want_p, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(scope["v"]), want_v, rtol=1e-6)
+
+
+def _adam_as_written(p, g, m1, m2, b1p, b2p, lr, beta1=0.9, beta2=0.999, epsilon=1e-8):
+    """Paddle's adam as plain NumPy expressions in the state's dtype."""
+    acc = m1.dtype
+    g = g.astype(acc, copy=False)
+    b1, b2, lr = (a.reshape(()).astype(acc) for a in (b1p, b2p, lr))
+    m1 = beta1 * m1 + (1 - beta1) * g
+    m2 = beta2 * m2 + (1 - beta2) * (g * g)
+    correction = np.sqrt(1 - b2)
+    lr_t = lr * correction / (1 - b1)
+    out = p - lr_t * (m1 / (np.sqrt(m2) + epsilon * correction))
+    return out.astype(p.dtype, copy=False), m1, m2
+
+
+@pytest.mark.parametrize("dtype,state", [("float32", "float32"), ("float64", "float64"),
+                                         ("float16", "float32")])
+@pytest.mark.parametrize("shape", [(), (7,), (33, 5)])
+def test_adam_gives_the_bits_of_its_expressions(dtype, state, shape):
+    """The kernel computes through one temporary; every value keeps the bits of the
+    expressions (zeros, a NaN, magnitudes far apart)."""
+    rng = np.random.default_rng(len(shape))
+    p = np.asarray(rng.standard_normal(shape) * 100).astype(dtype)
+    g = np.asarray(rng.standard_normal(shape) * 1e-3).astype(dtype)
+    if g.size > 3:
+        g.flat[:3] = [0.0, -0.0, np.nan]
+    m1 = np.asarray(rng.standard_normal(shape)).astype(state)
+    m2 = np.asarray(np.abs(rng.standard_normal(shape)) * 1e-7).astype(state)
+    pows = np.array([0.9 ** 7], state), np.array([0.999 ** 70], state)
+    lr = np.array([0.003], "float32")
+    got = apply("adam", *[d2s.Tensor(a) for a in (p, g, m1, m2, *pows, lr)], epsilon=1e-6)
+    want = _adam_as_written(p, g, m1, m2, *pows, lr, epsilon=1e-6)
+    for a, b in zip(got[:3], want):
+        assert a.numpy().dtype == np.asarray(b).dtype
+        assert a.numpy().tobytes() == np.asarray(b).tobytes()

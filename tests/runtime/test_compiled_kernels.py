@@ -1,0 +1,103 @@
+"""Kernels compiled in the background give their NumPy form's bits exactly."""
+
+import numpy as np
+import pytest
+
+from dy2stat.kernels import compiled, conv
+
+pytest.importorskip("numba")
+
+
+@pytest.fixture(scope="module")
+def pool_grad_2x2():
+    loop = compiled.build_now("max_pool2d_grad_2x2", conv._compile_pool_grad_2x2)
+    assert loop is not None
+    return loop
+
+
+@pytest.fixture(scope="module")
+def pool_2x2():
+    loop = compiled.build_now("max_pool2d_2x2", conv._compile_pool_2x2)
+    assert loop is not None
+    return loop
+
+
+def _numpy_form(x, y, dy):
+    loop = compiled._built.pop("max_pool2d_grad_2x2")
+    try:
+        return conv.max_pool2d_grad(np, x, y, dy, 2, 2)
+    finally:
+        compiled._built["max_pool2d_grad_2x2"] = loop
+
+
+def _numpy_pooling(x, **attrs):
+    loop = compiled._built.pop("max_pool2d_2x2")
+    try:
+        return conv.max_pool2d(np, x, 2, **attrs)
+    finally:
+        compiled._built["max_pool2d_2x2"] = loop
+
+
+def _with_specials(x, rng):
+    """``x`` with signed zeros and NaNs of both signs and other payloads at random."""
+    specials = np.array([0.0, -0.0, np.nan], x.dtype)
+    bits = specials.view(np.uint32 if x.dtype == np.float32 else np.uint64).copy()
+    other_nans = bits[2:] | np.array([0x123], bits.dtype)
+    specials = np.concatenate([specials, other_nans.view(x.dtype), -specials[2:]])
+    where = rng.random(x.shape) < 0.3
+    x[where] = rng.choice(specials, size=int(where.sum()))
+    return x
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(4, 3, 8, 6), (2, 1, 2, 2), (64, 6, 28, 28)])
+def test_the_compiled_max_pooling_keeps_numpys_bits(pool_2x2, dtype, shape):
+    """Ties of -0.0 and 0.0, NaN payloads and signs: the element NumPy's chain of
+    ``maximum`` over the window views keeps, for a contiguous input and a view."""
+    rng = np.random.default_rng(sum(shape))
+    x = _with_specials(rng.integers(-2, 3, shape).astype(dtype), rng)
+    for value in (x, np.asfortranarray(x), x.transpose(1, 0, 2, 3)):
+        want = _numpy_pooling(value, stride=2)
+        got = conv.max_pool2d(np, value, 2, 2)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(np.ascontiguousarray(got).view(np.uint8),
+                                      np.ascontiguousarray(want).view(np.uint8))
+
+
+def test_pooling_that_does_not_tile_stays_numpy(pool_2x2):
+    """Odd maps, padding, ceil_mode with a partial window, other strides: NumPy's form."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 3, 7, 7)).astype("float32")
+    for attrs in ({"stride": 2}, {"stride": 2, "padding": 1}, {"stride": 2, "ceil_mode": True},
+                  {"stride": 1}):
+        np.testing.assert_array_equal(conv.max_pool2d(np, x, 2, **attrs),
+                                      _numpy_pooling(x, **attrs))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(4, 3, 8, 6), (2, 1, 2, 2), (64, 6, 28, 28)])
+def test_the_compiled_max_pool_gradient_selects_as_numpy(pool_grad_2x2, dtype, shape):
+    rng = np.random.default_rng(sum(shape))
+    x = rng.integers(-2, 3, shape).astype(dtype)  # small integers: windows with ties
+    x.flat[0], x.flat[-1] = np.nan, -0.0
+    y = conv.max_pool2d(np, x, 2, 2)
+    dy = rng.standard_normal(y.shape).astype(dtype)
+    want = _numpy_form(x, y, dy)
+    for upstream in (dy, np.asfortranarray(dy)):  # a non-contiguous gradient too
+        got = conv.max_pool2d_grad(np, x, y, upstream, 2, 2)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+def test_windows_that_do_not_tile_stay_numpy(pool_grad_2x2):
+    """Odd maps (the last row and column dropped) and 3x3 windows run the NumPy form:
+    each window's gradient lands once, nothing in the dropped row and column."""
+    rng = np.random.default_rng(3)
+    for shape, k in (((2, 2, 7, 7), 2), ((2, 2, 9, 9), 3)):
+        x = rng.standard_normal(shape).astype("float32")
+        y = conv.max_pool2d(np, x, k, k)
+        dy = rng.standard_normal(y.shape).astype("float32")
+        got = conv.max_pool2d_grad(np, x, y, dy, k, k)
+        assert got.shape == x.shape
+        np.testing.assert_allclose(got.sum(axis=(2, 3)), dy.sum(axis=(2, 3)), rtol=1e-5)
+        assert np.count_nonzero(got) == dy.size
