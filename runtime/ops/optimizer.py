@@ -18,7 +18,7 @@ from __future__ import annotations
 import weakref
 
 from dy2stat.runtime import dtypes
-from dy2stat.runtime.registry import NONE, NUMBER, Meta, defop
+from dy2stat.runtime.registry import NONE, NUMBER, InputDtypeError, Meta, defop
 
 # ---------------------------------------------------------------- inference
 
@@ -249,6 +249,14 @@ defop(
 
 def _multi_tensor_adam_infer(params, grads, moments1, moments2, beta1_pows, beta2_pows, lr,
                              **attrs):
+    # One flat array per operand: each slot's tensors share one dtype.
+    for slot, metas in (("Param", params), ("Grad", grads), ("Moment1", moments1),
+                        ("Moment2", moments2), ("Beta1Pow", beta1_pows),
+                        ("Beta2Pow", beta2_pows)):
+        found = {m.dtype for m in metas}
+        if len(found) > 1:
+            raise InputDtypeError(f"multi_tensor_adam: the {slot} tensors must share one "
+                                  f"dtype, got {dtypes.names(found)}", slot)
     infer = _adam_infer("multi_tensor_adam")
     outs = [infer(*group, lr) for group in zip(params, grads, moments1, moments2,
                                                 beta1_pows, beta2_pows)]
@@ -264,6 +272,8 @@ defop(
     attr_types={"coeff": NONE | NUMBER},
     kernel=_multi_tensor_adam_kernel,
     infer=_multi_tensor_adam_infer,
-    dtypes=dtypes.FLOATS,
+    eager_infer=True,
+    dtypes=dict.fromkeys(("Param", "Grad", "Moment1", "Moment2", "Beta1Pow", "Beta2Pow",
+                          "LearningRate"), dtypes.FLOATS),
     doc="adam of every parameter in Param (adamw with coeff), on flat arrays",
 )
