@@ -107,7 +107,7 @@ class Expressions:
                 getattr(self, "python_only", False)):
             u = self.expr_T(scope, depth + 1)
             return Expr(self.mark("habits", rnd.choice((
-                f"max({t}.sum(), {u}.mean())", f"min({t}.max(), {self.scalar_literal()})",
+                f"max({t}.sum(), {u}.mean())", f"min({t}.max(), {u}.min())",
                 f"({t}.mean() or {u}.sum())", f"({t}.max() and {u}.min())"))), True)
         if "mixed_scalars" in self.gen.features and depth < 2 and rnd.random() < 0.3:
             return Expr(self.mark("mixed_scalars", f"({rnd.choice(forms)} + "
