@@ -159,7 +159,9 @@ def conv2d_keeping_columns(xp, x, w, stride=(1, 1), padding=(0, 0), dilation=(1,
     )
     n = x.shape[0]
     cout, cg, kh, kw = w.shape
-    if _batch_minor(xp, ow):
+    # The columns are a value of the program, whose shape inference gives: they take the
+    # host's layout on every device.
+    if _batch_minor(None, ow):
         cols = _im2col_batch_minor(xp, x, kh, kw, stride, padding, dilation, (oh, ow))
         y = _product_by_chunks(xp, w, cols, groups, oh * ow, n)
         y = xp.ascontiguousarray(y.transpose(4, 0, 1, 2, 3)).reshape(n, cout, oh, ow)
@@ -303,25 +305,26 @@ def conv2d_grad_filter(
         x.shape, w_shape, stride, padding, dilation, groups
     )
     kh, kw = w_shape[2:]
-    if _batch_minor(xp, ow):
+    minor = _batch_minor(xp, ow)
+    if minor:
         cols = _im2col_batch_minor(xp, x, kh, kw, stride, padding, dilation, (oh, ow))
     else:
         cols = _im2col(xp, x, kh, kw, stride, padding, dilation, (oh, ow))
-    return _filter_from_columns(xp, cols, dy, w_shape, groups, ow)
+    return _filter_from_columns(xp, cols, dy, w_shape, groups, minor)
 
 
 def conv2d_grad_filter_from_columns(xp, cols, dy, w_shape_ref, stride=(1, 1),
                                     padding=(0, 0), dilation=(1, 1), groups=1):
     """``conv2d_grad_filter`` from the columns ``conv2d_keeping_columns`` gave for the
     same input (the same products, without copying the columns again)."""
-    ow = dy.shape[3]
-    cols = cols[0] if _batch_minor(xp, ow) else cols
-    return _filter_from_columns(xp, cols, dy, tuple(w_shape_ref.shape), groups, ow)
+    minor = _batch_minor(None, dy.shape[3])  # the layout conv2d_keeping_columns gave
+    cols = cols[0] if minor else cols
+    return _filter_from_columns(xp, cols, dy, tuple(w_shape_ref.shape), groups, minor)
 
 
-def _filter_from_columns(xp, cols, dy, w_shape, groups, ow):
-    n, cout, oh = dy.shape[:3]
-    if _batch_minor(xp, ow):
+def _filter_from_columns(xp, cols, dy, w_shape, groups, minor):
+    n, cout, oh, ow = dy.shape
+    if minor:
         return _filter_product(xp, cols, dy.transpose(1, 2, 3, 0), w_shape, groups)
     dyg = _by_group(dy.reshape(n, cout, oh * ow), groups)
     return xp.matmul(dyg, _by_group(cols, groups).transpose(0, 1, 3, 2)).sum(

@@ -311,6 +311,16 @@ def batch_norm(
     data_format="NCHW",
 ):
     """Batch norm -> (y, new_running_mean, new_running_var, saved_mean, saved_invstd)."""
+    if x.dtype == xp.float16 and not training:
+        # float16 activations are normalized in float32 (as cuDNN and ONNX Runtime do):
+        # folding the statistics into one scale and shift cancels in float16.
+        y, *rest = batch_norm(xp, x.astype(xp.float32), running_mean.astype(xp.float32),
+                              running_var.astype(xp.float32),
+                              None if weight is None else weight.astype(xp.float32),
+                              None if bias is None else bias.astype(xp.float32),
+                              training, momentum, epsilon, data_format)
+        return (y.astype(x.dtype), running_mean, running_var,
+                rest[2].astype(running_mean.dtype), rest[3].astype(running_var.dtype))
     axis = _channel_axis(x.ndim, data_format)
     axes = tuple(a for a in range(x.ndim) if a != axis)
     if training:

@@ -29,9 +29,9 @@ def gpu():
 
 def _tensor(x, place, grad=False):
     """An input of a case on ``place``: arrays (and lists of them) become tensors."""
-    if isinstance(x, list) and x and all(isinstance(a, np.ndarray) for a in x):
+    if isinstance(x, list) and x and all(isinstance(a, (np.ndarray, np.generic)) for a in x):
         return [_tensor(a, place, grad) for a in x]
-    if isinstance(x, np.ndarray):
+    if isinstance(x, (np.ndarray, np.generic)):  # (a 0-d case value may be a NumPy scalar)
         return d2s.to_tensor(np.array(x), place=place,
                              stop_gradient=not (grad and x.dtype.kind == "f"))
     return x
