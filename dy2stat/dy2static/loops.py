@@ -197,10 +197,13 @@ def _prepare(init, body, get_state, set_state, names, where, program) -> list:
                 prepared[i] = values.constant(
                     before, _number_dtype(names[i], before, now, where),
                     shape if -1 not in shape else [])
-    if not any(is_undefined(v) or isinstance(v, list) for v in init):
+    if not any(is_undefined(v) or isinstance(v, (list, dict)) for v in init):
         return prepared
     after = _trial(body, get_state, set_state, prepared, program)
     for i, (before, now) in enumerate(zip(init, after)):
+        if isinstance(before, dict) and isinstance(now, dict) and set(now) - set(before):
+            prepared[i] = _with_new_keys(prepared[i], now, names[i])
+            continue
         if is_undefined(before) and values.is_tensor_like(now):
             prepared[i] = nest.pack_as(now, [values.placeholder(v) for v in nest.flatten(now)])
             if type(before) is Undefined:  # (a return value needs no flag: do_return tells)
@@ -214,6 +217,19 @@ def _prepare(init, body, get_state, set_state, names, where, program) -> list:
                 spec = values.Spec.of(now[0] if isinstance(now, list) else now.buffer[0])
                 prepared[i] = TensorArray.empty(spec.shape, spec.dtype)
     return prepared
+
+
+def _with_new_keys(before: dict, now: dict, name: str) -> dict:
+    """`before` with the tensor keys an iteration adds (`d["last"] = h`), each a value
+    that is assigned only if the loop runs: reading it after a loop that ran zero times
+    raises an error naming it when the program runs (eager's dict has no such key)."""
+    out = dict(before)
+    for key in now.keys() - before.keys():
+        if values.is_tensor_like(now[key]):
+            placeholder = nest.pack_as(now[key], [values.placeholder(v)
+                                                  for v in nest.flatten(now[key])])
+            out[key] = maybe_undefined(placeholder, False, f"{name}[{key!r}]")
+    return out
 
 
 def _number_dtype(name, number, now, where):

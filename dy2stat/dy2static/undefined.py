@@ -158,6 +158,14 @@ class AssignedFlags:
         self._labels = {i: names[i] for i in self.slots}
         self._loops = {i: next((v.loops for v in nest.flatten(entry[i])
                                 if isinstance(v, MaybeUndefined)), ()) for i in self.slots}
+        # Per slot, the leaves the flag is about, where only some are (a dict key first
+        # set in a loop, beside keys set before): {leaf index: label}; None for all.
+        self._leaves = {}
+        for i in self.slots:
+            leaves = nest.flatten(entry[i])
+            maybe = {j: v.label for j, v in enumerate(leaves) if isinstance(v, MaybeUndefined)}
+            variables = [j for j, v in enumerate(leaves) if isinstance(v, Variable)]
+            self._leaves[i] = maybe if maybe and len(maybe) < len(variables) else None
         if where is not None:
             for i in self.slots:
                 if where not in self._loops[i]:
@@ -183,9 +191,18 @@ class AssignedFlags:
             if i in self.slots:
                 assigned = next(it)
                 if assigned is not True:
-                    value = maybe_undefined(value, assigned, self._labels[i], self._loops[i])
+                    value = self._maybe(i, value, assigned)
             out.append(value)
         return out
+
+    def _maybe(self, i, value, assigned):
+        some = self._leaves[i]
+        if some is None:
+            return maybe_undefined(value, assigned, self._labels[i], self._loops[i])
+        leaves = nest.flatten(value)
+        for j, label in some.items():
+            leaves[j] = MaybeUndefined.of(leaves[j], assigned, label, self._loops[i])
+        return nest.pack_as(value, leaves)
 
     def get(self):
         return self.split(self._get())

@@ -162,20 +162,23 @@ def test_numbers_broadcast_into_tensors_by_a_tensor_loop():
         assert_converted_equals_eager(fn, POS, NEG)
 
 
-def test_a_dict_that_gains_keys_in_a_tensor_loop_names_them():
-    def grows(x):
-        y = {"a": x}
-        i = d2s.to_tensor(0)
-        while i < 3:
-            y["a"] = y["a"] + 1
-            y["b"] = x
-            i += 1
-        return y["a"] + y["b"]
+def dict_gains_keys(x, n):
+    y = {"a": x}
+    i = d2s.to_tensor(0)
+    while i < n:
+        y["a"] = y["a"] + 1
+        y["b"] = x * i.astype("float32")
+        y["c"] = (x, x.sum())
+        i += 1
+    return y["a"] + y["b"] + y["c"][1]
 
-    with pytest.raises(LoopVariableError, match=r"'y' is a dict.*every key the loop sets "
-                                                  r"\('b'\)") as info:
-        d2s.jit.to_static(grows)(d2s.to_tensor(POS))
-    assert info.value.lineno == grows.__code__.co_firstlineno + 3
+
+def test_dict_keys_first_set_in_a_tensor_loop_are_carried():
+    for n in (1, 3):
+        assert_converted_equals_eager(dict_gains_keys, (POS, d2s.to_tensor(n)),
+                                      (MIX, d2s.to_tensor(n)))
+    with pytest.raises(UnboundLocalError, match="y\\['b'\\]"):
+        d2s.jit.to_static(dict_gains_keys)(d2s.to_tensor(POS), d2s.to_tensor(0))
 
 
 # An operand dy2stat does not know makes an operator return NotImplemented, so Python asks
