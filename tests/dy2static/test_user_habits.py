@@ -430,3 +430,26 @@ def host_values_in_arithmetic(x):
 
 def test_host_values_of_traced_tensors_carry_no_gradient_as_eagerly():
     assert_converted_equals_eager(host_values_in_arithmetic, POS, NEG, MIX)
+
+
+def test_a_list_started_empty_with_unknown_dims_then_enumerated():
+    from dy2stat.static import InputSpec
+
+    def build_then_walk(x, n):
+        outs = []
+        i = d2s.to_tensor(0)
+        while i < n:
+            outs.append(x * i.astype("float32"))
+            i += 1
+        total = x * 0
+        for j, o in enumerate(outs):
+            total = total + o * j
+        return d2s.stack(outs).sum(axis=0) + total
+
+    converted = d2s.jit.to_static(build_then_walk,
+                                  input_spec=[InputSpec([None, 3]), InputSpec([], "int64")])
+    for rows, n in ((2, 3), (5, 1)):
+        x = d2s.to_tensor(np.arange(rows * 3, dtype="float32").reshape(rows, 3))
+        count = d2s.to_tensor(np.int64(n))
+        np.testing.assert_allclose(converted(x, count).numpy(),
+                                   build_then_walk(x, count).numpy())
