@@ -131,12 +131,23 @@ def gradients(program: Program, targets, inputs, target_gradients=None) -> list[
     return [grads.get(x.name) for x in inputs]
 
 
-def requires_grad(program: Program, sources) -> set[str]:
+def requires_grad(program: Program, sources, taken=None) -> set[str]:
     """The names of block 0 whose values depend differentiably on ``sources`` (names):
     those a gradient flows through (not marked ``stop_gradient``, not past an op
-    without a gradient rule)."""
+    without a gradient rule). ``taken``: {index of a cond op of block 0: the branch a
+    run took}; that branch alone decides its outputs (as eagerly: the other never ran)."""
     block = program.global_block()
-    return _requires(block.ops, block, set(sources))
+    return _requires(block.ops, block, set(sources), taken)
+
+
+def branch_dependent_conds(program: Program, sources) -> list[int]:
+    """The indices of block 0's cond ops whose branches disagree on what needs a gradient
+    (one computes an output from a source, the other a constant or under no_grad)."""
+    block = program.global_block()
+    static = _requires(block.ops, block, set(sources))
+    return [i for i, op in enumerate(block.ops) if op.type == "cond" and any(
+        _requires(block.ops, block, set(sources), {i: branch}) != static
+        for branch in (True, False))]
 
 
 def backward_path(program: Program, targets, sources) -> tuple[list[int], set[str]]:
@@ -245,15 +256,17 @@ def _diff_outputs(op: Operator) -> list[str]:
     return op.output_names()
 
 
-def _requires(ops, block: Block, sources: set) -> set:
+def _requires(ops, block: Block, sources: set, taken=None) -> set:
     """Names that depend (differentiably) on a source: forward reachability (through a
-    cond's or while's blocks, output by output)."""
+    cond's or while's blocks, output by output; through only the branch ``taken`` gives
+    for a cond's index, where it gives one)."""
     req = {n for n in sources if _is_float(block.find_var(n))}
-    for op in ops:
+    for index, op in enumerate(ops):
         if not any(n in req for n in _diff_inputs(op)):
             continue
-        reached = (_sub_block_requires(op, block, req) if op.type in ("cond", "while")
-                   else _diff_outputs(op))
+        branch = taken.get(index) if taken else None
+        reached = (_sub_block_requires(op, block, req, branch)
+                   if op.type in ("cond", "while") else _diff_outputs(op))
         for n in reached:
             var = block.find_var(n)
             if _is_float(var) and (not var.stop_gradient or n in sources):
@@ -261,15 +274,16 @@ def _requires(ops, block: Block, sources: set) -> set:
     return req
 
 
-def _sub_block_requires(op: Operator, block: Block, req: set) -> list[str]:
+def _sub_block_requires(op: Operator, block: Block, req: set, branch=None) -> list[str]:
     """The outputs of a cond or while op that a name of ``req`` reaches: those its
-    branches or loop body compute from one (a loop to a fixed point over its carries)."""
+    branches (the one ``branch`` says, if not None) or loop body compute from one (a loop
+    to a fixed point over its carries)."""
     blocks = block.program.blocks
     outer = {n for n in op.inputs.get("Input", []) if n in req}
     if op.type == "cond":
         outs = op.outputs.get("Out", [])
         reached = set()
-        for which in ("true", "false"):
+        for which in ("true", "false") if branch is None else ("true" if branch else "false",):
             sub = blocks[op.attrs[f"{which}_block"]]
             inside = _requires(sub.ops, sub, outer)
             reached |= {i for i, n in enumerate(op.attrs[f"{which}_outs"]) if n in inside}

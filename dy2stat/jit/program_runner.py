@@ -119,8 +119,15 @@ class ProgramRunner:
         scope.write_back(self.written)
         saved = [dict(zip(plans.saved_names, p[n_out:])) for p in parts]
         # As eager: an output needs a gradient when one can flow to it from an input or
-        # parameter that needs one (not when no_grad computed it, say).
-        results = [Tensor(a, stop_gradient=name not in plans.differentiable)
+        # parameter that needs one (not when no_grad computed it, say), along the
+        # branches this call took.
+        differentiable = plans.differentiable
+        if plans.branch_preds:
+            differentiable = set().union(*(runtime_backward.requires_grad(
+                plans.forward_program, plans.wrt,
+                {i: bool(part[pred]) for i, pred in plans.branch_preds.items()})
+                for part in saved))
+        results = [Tensor(a, stop_gradient=name not in differentiable)
                    for a, name in zip(outs, self.fetch_names)]
         params = [self.captured[n] for n in trainable]
         node_inputs = [list(inputs), params]
@@ -186,6 +193,11 @@ class ProgramRunner:
             plans.hands_out = True
         backward_program = _with_block0_ops(full, backward_ops, data=saved_names)
         plans.differentiable = differentiable
+        plans.forward_program = forward_program
+        plans.branch_preds = {
+            i: block.ops[i].inputs["Cond"][0]
+            for i in runtime_backward.branch_dependent_conds(forward_program, wrt)
+            if block.ops[i].inputs["Cond"][0] in saved_names}
         plans.forward = self._plan(("train_forward", needs, trainable), forward_program,
                                    self.feed_names, self.fetch_names + saved_names, xp)
         plans.backward = self._plan(("backward", needs, trainable, streamed), backward_program,
@@ -306,6 +318,10 @@ class _Plans:
         self.seed_names, self.trainable, self.saved_names = seed_names, trainable, saved_names
         self.grad_fetches = [g for g in grad_names if g is not None]
         self.differentiable: set[str] = set()  # the names a gradient flows through
+        # Block 0's conds whose branch decides what needs a gradient: index -> predicate
+        # (a saved value), read after each forward; and the program they are ops of.
+        self.branch_preds: dict[int, str] = {}
+        self.forward_program = None
         self.hands_out = False  # the backward plan has hand_out ops (see _with_hand_outs)
         self.forward = self.backward = self.split = None
 

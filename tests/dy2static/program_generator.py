@@ -86,9 +86,9 @@ FEATURES = {
 KNOWN_FAILING = {
     # A limit of programs (docs/syntax.md, no_grad):
     "no_grad": "a value computed under no_grad on only some paths of a tensor-dependent `if` "
-               "or early return: the program's output needs a gradient on every path (a zero "
-               "one where no_grad made it), while eager's output has stop_gradient=True on "
-               "the paths that ran no_grad",
+               "nested in another (or after an early return): the program's output needs a "
+               "gradient on every path (a zero one where no_grad made it), while eager's has "
+               "stop_gradient=True on the paths that ran no_grad (top-level ifs agree)",
     # Found here, not fixed (dy2static):
     "mixed_jumps": "a branch that leaves by jumps of different kinds, on the path a Python "
                    "`if` inside it takes (`if k > 1: <return under a tensor if>; continue`), "

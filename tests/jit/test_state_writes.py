@@ -358,3 +358,29 @@ def test_an_output_that_is_constant_on_every_path_stops_the_gradient():
     out, const = pick(tensor((2,), stop_gradient=False))
     assert not out.stop_gradient
     assert const.stop_gradient
+
+
+def test_an_output_needs_a_gradient_as_eagerly_along_the_branch_the_call_took():
+    def paths(x, y):
+        if x.mean() > 0:
+            s = d2s.zeros([])
+        else:
+            s = (y * 2).min()
+        if x.sum() > 0:
+            u = x * 2
+        else:
+            with d2s.no_grad():
+                u = x * 5
+        return x * 2, s * -1.5, u
+
+    converted = jit.to_static(paths)
+    for sign in (1.0, -1.0):
+        flags = []
+        for fn in (paths, converted):
+            x = d2s.to_tensor(np.full((2, 3), sign, "float32"), stop_gradient=False)
+            y = d2s.to_tensor(np.ones((2, 3), "float32"), stop_gradient=False)
+            outs = fn(x, y)
+            flags.append([o.stop_gradient for o in outs])
+            sum(o.sum() for o in outs if not o.stop_gradient).backward()
+            flags[-1].append(x.grad.numpy().tolist())
+        assert flags[1] == flags[0]
