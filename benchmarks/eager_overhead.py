@@ -5,7 +5,7 @@
 Prints the per-op time of ``y = x + 1`` on a (1,)-shaped float32 tensor and
 the forward time of a 42-layer, 32-wide MLP at batch 1, eager with and
 without gradient recording, beside raw NumPy, and the ratios.
-Targets (issue 2): eager op (no grad) <= 2.5x NumPy; eager MLP <= 2.5x.
+Targets: eager op (no grad) <= 2.5x NumPy; eager MLP <= 2.5x.
 """
 
 from __future__ import annotations

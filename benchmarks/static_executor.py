@@ -10,7 +10,7 @@ Each runs as a static program (built with ``runtime.build``) through the
 runtime ``Executor`` (plan cached, feeds checked on every call), through the
 user-facing ``static.Executor`` when it is importable, eagerly with dy2stat
 tensors (no gradient recording), and as the same computation in hand-written
-NumPy. Targets (issue 3): executor <= 1.2x NumPy on both models and >= 2x
+NumPy. Targets: executor <= 1.2x NumPy on both models and >= 2x
 faster than eager on the 32-wide MLP.
 """
 

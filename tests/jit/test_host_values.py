@@ -72,8 +72,11 @@ def test_host_value_habits_convert_to_tensor_code(fn, data):
 
 def test_a_numpy_value_in_a_condition_is_a_cond_op():
     converted = jit.to_static(numpy_in_a_condition)
-    converted(d2s.ones([2]))
+    for data in ([1.0, 2.0], [-1.0, -3.0]):  # each branch, from one program
+        x = d2s.to_tensor(np.array(data, "float32"))
+        np.testing.assert_array_equal(converted(x).numpy(), numpy_in_a_condition(x).numpy())
     assert "cond" in op_types(converted.main_program)
+    assert len(converted.program_cache) == 1
 
 
 def test_a_traced_value_made_a_tensor_stops_the_gradient_as_to_tensor_does():

@@ -22,7 +22,6 @@ import pickle
 import random
 import signal
 import struct
-import time
 
 import numpy as np
 import pytest
@@ -242,7 +241,6 @@ def test_mutated_saved_models_load_or_fail_with_a_format_error_naming_the_file(o
                                                                              tmp_path):
     rng = random.Random(SEED)
     outcomes = {"loaded": 0, "refused": 0}
-    start = time.perf_counter()
     with nothing_runs_and_no_hang() as arm:
         for program, params in originals:
             doc = json.loads(program)
@@ -261,7 +259,6 @@ def test_mutated_saved_models_load_or_fail_with_a_format_error_naming_the_file(o
                 if changed != params:
                     assert load_checked(tmp_path, program, changed, arm) == "refused"
     assert outcomes["refused"] > 1000 and outcomes["loaded"] > 20, outcomes
-    assert time.perf_counter() - start < 60
 
 
 def test_a_missing_file_is_a_file_not_found_error_naming_it(originals, tmp_path):
