@@ -234,7 +234,7 @@ def _true_yield(i: int, t, plans: dict):
         kind, spec = plan
         if kind == "dtype":
             return values.constant(t, spec)
-        return nest.pack_as(spec, [values.placeholder(leaf) for leaf in nest.flatten(spec)])
+        return values.placeholders(spec)
     return t if values.is_tensor_like(t) else None
 
 
@@ -264,7 +264,7 @@ class _Slot:
             if values.is_tensor_like(f):
                 return self._match(ty, f), _OUTPUT
             if isinstance(f, (Undefined, UndefinedReturnValue)):
-                fy = nest.pack_as(ty, [values.placeholder(v) for v in nest.flatten(ty)])
+                fy = values.placeholders(ty)
                 if isinstance(f, UndefinedReturnValue) or self.unread[1]:
                     return fy, _OUTPUT
                 return fy, self._undefined("true")

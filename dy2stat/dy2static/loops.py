@@ -205,7 +205,7 @@ def _prepare(init, body, get_state, set_state, names, where, program) -> list:
             prepared[i] = _with_new_keys(prepared[i], now, names[i])
             continue
         if is_undefined(before) and values.is_tensor_like(now):
-            prepared[i] = nest.pack_as(now, [values.placeholder(v) for v in nest.flatten(now)])
+            prepared[i] = values.placeholders(now)
             if type(before) is Undefined:  # (a return value needs no flag: do_return tells)
                 prepared[i] = maybe_undefined(prepared[i], False, names[i])
         elif isinstance(before, list) and (
@@ -226,9 +226,8 @@ def _with_new_keys(before: dict, now: dict, name: str) -> dict:
     out = dict(before)
     for key in now.keys() - before.keys():
         if values.is_tensor_like(now[key]):
-            placeholder = nest.pack_as(now[key], [values.placeholder(v)
-                                                  for v in nest.flatten(now[key])])
-            out[key] = maybe_undefined(placeholder, False, f"{name}[{key!r}]")
+            out[key] = maybe_undefined(values.placeholders(now[key]), False,
+                                       f"{name}[{key!r}]")
     return out
 
 

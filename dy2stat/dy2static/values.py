@@ -16,7 +16,7 @@ import numpy as np
 from dy2stat.dy2static.undefined import MaybeUndefined
 from dy2stat.runtime import dtypes
 from dy2stat.runtime.registry import get_op
-from dy2stat.static import framework
+from dy2stat.static import framework, nest
 from dy2stat.static.builder import static_apply
 from dy2stat.static.variable import Variable
 from dy2stat.tensor import Tensor
@@ -149,6 +149,11 @@ def placeholder(like):
     value that is never observed."""
     spec = like if isinstance(like, Spec) else Spec.of(like)
     return constant(0, spec.dtype, [d if d >= 0 else 1 for d in spec.shape])
+
+
+def placeholders(like):
+    """`placeholder` of each leaf of the structure `like` (a value, list, tuple or dict)."""
+    return nest.pack_as(like, [placeholder(leaf) for leaf in nest.flatten(like)])
 
 
 def state_accessors(get_state, set_state):
