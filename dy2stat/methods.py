@@ -20,7 +20,7 @@ def _is_bool(x) -> bool:
     return getattr(x, "dtype", None) == dtypes.bool_
 
 
-_OPERANDS = (int, float, bool, complex, np.ndarray, np.generic, list, tuple)
+_OPERANDS = (Tensor, int, float, bool, complex, np.ndarray, np.generic, list, tuple)
 
 
 def foreign(value) -> bool:
