@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import linecache
 import textwrap
 from collections.abc import Callable
 
@@ -80,15 +81,32 @@ def _parse_block(lines: list[str], first_lineno: int) -> gast.Module:
     return module
 
 
+def source_lines(fn) -> tuple[list[str], list[str], int]:
+    """(the lines of ``fn``'s file, the lines of its definition, its first line number).
+
+    As ``inspect.findsource`` and ``getsourcelines`` of its code object, without their
+    search of every imported module for the function's own (tens of ms on a first call):
+    the function's globals give the loader that ``linecache`` may need.
+    """
+    code = fn.__code__  # not ``__wrapped__``: the code that runs
+    filename = code.co_filename
+    linecache.checkcache(filename)  # a file edited since it was read is read again
+    file_lines = linecache.getlines(filename, fn.__globals__)
+    if not file_lines:
+        raise OSError("could not get source code")
+    start = code.co_firstlineno - 1  # the first decorator's line, or the def's
+    if not 0 <= start < len(file_lines):
+        raise OSError("lineno is out of bounds")
+    return file_lines, inspect.getblock(file_lines[start:]), start + 1
+
+
 def parse_function(fn: Callable) -> tuple[gast.FunctionDef | gast.Lambda, SourceInfo]:
     """Parse `fn` (function, method, closure, decorated function or lambda) with origins set."""
     fn = unwrap(fn)
     if not inspect.isfunction(fn):
         raise _source_error(fn, "it is not a Python function (a builtin or C extension?)")
     try:
-        file_lines, _ = inspect.findsource(fn)
-        # Of the code object: inspect.getsourcelines(fn) would follow `__wrapped__`.
-        lines, first_lineno = inspect.getsourcelines(fn.__code__)
+        file_lines, lines, first_lineno = source_lines(fn)
     except (OSError, TypeError) as e:
         raise _source_error(fn, f"its source code is not available ({e})") from None
     filename = fn.__code__.co_filename

@@ -20,7 +20,9 @@ given function, while other threads keep running the programs already cached.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import logging
 import operator
 import threading
@@ -33,6 +35,7 @@ from dy2stat.jit.step_record import argument_grad_error
 from dy2stat.jit.trace_record import TraceRecord, recording
 from dy2stat.mode import state
 from dy2stat.runtime.ir import Program
+from dy2stat.runtime.lower import tier
 from dy2stat.static import framework, nest
 from dy2stat.static.builder import captured_tensors
 from dy2stat.static.variable import Variable
@@ -82,6 +85,22 @@ class ConcreteProgram:
                     map(operator.is_, identities, self.identities)):
                 return False
         return self.guards.hold()
+
+
+@contextlib.contextmanager
+def _first_call():
+    """Around a trace and its first run: Python's cycle collector off (a trace allocates
+    far past its thresholds, and each full collection walks every object of the
+    process), and the native tier's background builds held back (``tier.foreground``)."""
+    with tier.foreground.tracing():
+        if not gc.isenabled():
+            yield
+            return
+        gc.disable()
+        try:
+            yield
+        finally:
+            gc.enable()
 
 
 def _packer(outputs):
@@ -190,11 +209,14 @@ class StaticFunction:
         key = (described.key, None if instance is None else getattr(instance, "training", None))
         for concrete in self.program_cache._programs.get(key, ()):  # ProgramCache.find
             if concrete.valid_for(described.identities):
-                break
-        else:
+                return self._run(concrete, key, described)
+        with _first_call():  # a trace makes many objects and keeps most of them
             concrete = self._trace_for(key, bound, described)
-            if concrete is None:  # over the cache size limit: run as written
-                return self._call_eagerly(args, kwargs)
+            if concrete is not None:
+                return self._run(concrete, key, described)  # its first run compiles a plan
+        return self._call_eagerly(args, kwargs)  # over the cache size limit: run as written
+
+    def _run(self, concrete: ConcreteProgram, key, described: arguments.Arguments):
         self._local.last_key = key
         settings.state.last_function = self
         if concrete.reaching:

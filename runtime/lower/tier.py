@@ -14,22 +14,30 @@ plan's content hash says so) starts building at its first call, and loads
 instead of compiling.
 
 Compiling holds the GIL for most of its time (Numba's typing is Python), so
-calls running meanwhile run slower; a region Numba cannot compile stays
-interpreted, with a ``NativeTierWarning``.
+calls running meanwhile run slower. A build therefore waits for a quiet spell:
+no trace running and none in the last ``QUIET_S`` seconds (``foreground``), so
+that a process converting its functions one after another keeps its first calls
+fast. A region Numba cannot compile stays interpreted, with a
+``NativeTierWarning``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pathlib
 import queue
 import threading
+import time
 import warnings
 
 from dy2stat.runtime.lower import native
 
-__all__ = ["Tier", "cache_root", "settings"]
+__all__ = ["Tier", "cache_root", "foreground", "settings"]
+
+QUIET_S = 0.2  # how long no trace must have run before a build starts
+MOST_WAIT_S = 2.0  # a build starts after this long even if traces keep coming
 
 
 class _Settings:
@@ -109,6 +117,40 @@ def cache_root() -> pathlib.Path:
     return pathlib.Path(settings.cache_dir) if settings.cache_dir else native.default_cache_dir()
 
 
+class _Foreground:
+    """The traces running now and when the last one ended."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._running = 0
+        self._ended = 0.0  # time.monotonic() of the last trace's end
+
+    @contextlib.contextmanager
+    def tracing(self):
+        """Around a trace (and its first run): builds wait until it is over."""
+        with self._lock:
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running -= 1
+                self._ended = time.monotonic()
+
+    def wait_quiet(self) -> None:
+        """Return once no trace has run for ``QUIET_S`` (or after ``MOST_WAIT_S``)."""
+        deadline = time.monotonic() + MOST_WAIT_S
+        while True:
+            now = time.monotonic()
+            with self._lock:
+                quiet = not self._running and now - self._ended >= QUIET_S
+            if quiet or now >= deadline:
+                return
+            time.sleep(QUIET_S / 4)
+
+
+foreground = _Foreground()
+
 _jobs: queue.SimpleQueue = queue.SimpleQueue()
 _thread = {"thread": None, "pid": None}
 _lock = threading.Lock()  # one build per plan
@@ -129,6 +171,7 @@ def _submit(function, *args) -> None:
 def _work() -> None:
     while True:
         function, args = _jobs.get()
+        foreground.wait_quiet()
         try:
             function(*args)
         except Exception:  # noqa: BLE001, S110 - a job reports its own failure; keep serving

@@ -3,6 +3,7 @@
 import functools
 import inspect
 import linecache
+import os
 
 import gast
 import pytest
@@ -153,3 +154,23 @@ def test_parse_str_and_unparse_round_trip():
     assert parser.unparse(parser.parse_str(match)) == match
     stmt = parser.parse_str("    x = 1\n", single=True)
     assert isinstance(stmt, gast.Assign)
+
+
+@pytest.mark.parametrize("fn", [plain, decorated, decorated.__wrapped__, Model.forward,
+                                Model.__dict__["static"].__func__, make_closure(3),
+                                TWO_LAMBDAS[1], SAME_ARGS[0]])
+def test_source_lines_are_inspects(fn):
+    file_lines, lines, first = parser.source_lines(fn)
+    assert file_lines == inspect.findsource(fn)[0]
+    assert (lines, first) == inspect.getsourcelines(fn.__code__)
+
+
+def test_source_lines_follow_an_edited_file(tmp_path):
+    path = tmp_path / "edited_module.py"
+    path.write_text("def f(x):\n    return x + 1\n")
+    namespace = {"__name__": "edited_module"}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    assert parser.source_lines(namespace["f"])[1] == ["def f(x):\n", "    return x + 1\n"]
+    path.write_text("def f(x):\n    return x + 2\n")
+    os.utime(path, (1, 1))  # another mtime, even within the file system's resolution
+    assert parser.source_lines(namespace["f"])[1][1] == "    return x + 2\n"
