@@ -142,14 +142,20 @@ class Plan:
 
     def run(self, feeds: dict, scope: Scope | dict) -> list:
         """Run with ``feeds`` (name -> array); read and write persistables in ``scope``."""
+        if feeds.keys() != self._feed_set:
+            self._feed_mismatch(feeds)
+        S = scope._values if isinstance(scope, Scope) else scope
+        return self.run_in_order([feeds[n] for n in self.feed_names], self._params(S), S)
+
+    def run_in_order(self, arrays: list, params, S: dict) -> list:
+        """``run`` given the feeds' arrays in ``feed_names`` order and the values of
+        ``persistables`` in their order; ``S`` takes the persistables the plan writes."""
         if self._until_native:
             self._until_native -= 1
             if self._until_native <= 0:
                 self._until_native = 0
                 self.tier.start(self)
-        args = self._checked_args(feeds)
-        S = scope._values if isinstance(scope, Scope) else scope
-        params = self._params(S)
+        args = self._checked_args(arrays)
         try:
             if not self._uses_worker:
                 return list(self._fn(S, *args, *params))
@@ -161,13 +167,13 @@ class Plan:
             self._annotate(exc)
             raise
 
-    def _checked_args(self, feeds: dict) -> list:
-        """The feeds in the function's order, checked against the data variables."""
-        if feeds.keys() != self._feed_set:
-            self._feed_mismatch(feeds)
+    def _checked_args(self, arrays: list) -> list:
+        """The feeds (in ``feed_names`` order) checked against the data variables."""
+        if len(arrays) != len(self._feed_specs):
+            raise ValueError(f"this plan takes {len(self._feed_specs)} feeds "
+                             f"({quote(list(self.feed_names))}), got {len(arrays)}")
         args = []
-        for name, dtype, ndim, known, shape in self._feed_specs:
-            a = feeds[name]
+        for a, (name, dtype, ndim, known, shape) in zip(arrays, self._feed_specs):
             if dtype is None:
                 args.append(a)
                 continue
@@ -348,13 +354,11 @@ class GpuPlan(Plan):
         self.loop_graphs = loop_graphs  # its cuda_graphs.LoopGraphs (every device's)
         self._seen: set = set()  # signatures run once (uncaptured: compiles, warms the pools)
 
-    def run(self, feeds: dict, scope: Scope | dict) -> list:
+    def run_in_order(self, arrays: list, params, S: dict) -> list:
         device = self.xp.cuda.runtime.getDevice()
         if device != self._device:
             self._use_device(device)
-        args = self._checked_args(feeds)
-        S = scope._values if isinstance(scope, Scope) else scope
-        params = self._params(S)
+        args = self._checked_args(arrays)
         if self.not_captured is None:
             key = (device, *[(a.shape, a.dtype) for a in args])
             captured = self.graphs.get(key)

@@ -43,7 +43,9 @@ class Signature:
         # Positional parameters only: for each count of positional arguments that
         # binds (every later parameter has a default), the defaults that follow.
         self._tails = {}
-        if signature is not None and all(p.kind in _POSITIONAL for p in params):
+        self.all_positional = signature is not None and all(p.kind in _POSITIONAL
+                                                            for p in params)
+        if self.all_positional:
             for n in range(len(params) + 1):
                 if all(d is not inspect.Parameter.empty for d in defaults[n:]):
                     self._tails[n] = tuple(defaults[n:])
@@ -107,17 +109,6 @@ class Arguments:
         self.feeds: list = []  # Tensors, in the order of the program's inputs
         self.identities: list = []  # objects keyed by type only
         describe = self._describe
-        if not specs:
-            feeds, parts = self.feeds, []
-            for name, value in bound:
-                if type(value) is Tensor:  # the common case, inline
-                    feeds.append(value)
-                    data = value._data
-                    parts.append(("tensor", data.shape, data.dtype))
-                else:
-                    parts.append(describe(where, name, value, None))
-            self.key = tuple(parts)
-            return
         parts = []
         for i, (name, value) in enumerate(bound):
             spec = specs[i] if i < len(specs) else None
@@ -155,6 +146,17 @@ class Arguments:
             self.identities.append(value)
             return ("object", kind)
         return (kind, value)
+
+
+def tensors_key(args: tuple) -> tuple | None:
+    """The key Arguments gives arguments that are all Tensors (None if one is not)."""
+    parts = []
+    for value in args:
+        if type(value) is not Tensor:
+            return None
+        data = value._data
+        parts.append(("tensor", data.shape, data.dtype))
+    return tuple(parts)
 
 
 def _items(d: dict) -> list:

@@ -50,6 +50,8 @@ class ProgramRunner:
         self._optimized = passes.pool_before_relu(program, self.fetch_names)
         self._plans: dict = {}
         self._forward_plans: dict = {}  # xp -> the forward plan (run_arrays' fast path)
+        # (host forward plan, the captured tensors it reads): run_arrays' fastest path
+        self._host_forward = None
         self._split_forward: dict = {}  # xp -> _Split (forward only) or None
         # (xp, inputs needing grad, trainable names, streamed names) -> _Plans
         self._backward: dict = {}
@@ -58,6 +60,10 @@ class ProgramRunner:
     def run_arrays(self, arrays: list) -> list:
         """Forward only: arrays in, arrays out (no tape)."""
         if backend.cupy is None:  # every array is on the host: nothing to move or enter
+            if self._host_forward is not None:
+                plan, tensors, split = self._host_forward
+                if split is None or not batch_split.split_point(arrays, split.work):
+                    return plan.run_in_order(arrays, [t._data for t in tensors], {})
             values = {n: t._data for n, t in self.captured.items()}
             scope, xp, where = values, numpy, _HERE
             feeds = dict(zip(self.feed_names, arrays))
@@ -81,6 +87,11 @@ class ProgramRunner:
                 "forward", self._optimized, self.feed_names, self.fetch_names, xp)
         if where is _HERE:
             outs = plan.run(feeds, scope)
+            if not self.written and all(n in self.captured for n in plan.persistables):
+                # From the next call on, when it runs whole: the plan fed directly (no
+                # scope to build, nothing to write back).
+                self._host_forward = (plan, [self.captured[n] for n in plan.persistables],
+                                      split)
         else:
             with where:
                 outs = plan.run(feeds, scope)

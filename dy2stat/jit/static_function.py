@@ -173,6 +173,9 @@ class StaticFunction:
         self._input_spec = arguments.as_specs(input_spec)
         self._signature = None  # arguments.Signature, made at the first call
         self._parameter_specs: list = []  # the input_spec, one item per parameter
+        # The number of parameters when a call giving each a Tensor by position may take
+        # the fast path of __call__ (no input_spec, no *args or keywords); else -1.
+        self._tensors_only = -1
         self.program_cache = ProgramCache()
         self._lock = threading.RLock()  # one trace at a time
         self._local = threading.local()  # per thread: the key of its latest call
@@ -203,25 +206,34 @@ class StaticFunction:
             if self._instance is not None:
                 return function(self._instance, *args, **kwargs)
             return function(*args, **kwargs)
+        instance = self._instance
+        training = None if instance is None else getattr(instance, "training", None)
+        if len(args) == self._tensors_only and not kwargs:
+            # Every parameter given a Tensor by position: the key Arguments would make.
+            key = arguments.tensors_key(args)
+            if key is not None:
+                key = (key, training)
+                for concrete in self.program_cache._programs.get(key, ()):
+                    if not concrete.identities and concrete.guards.hold():
+                        return self._run(concrete, key, args)
         bound = self._bind(args, kwargs)
         described = arguments.Arguments(self.__name__, bound, self._parameter_specs)
-        instance = self._instance
-        key = (described.key, None if instance is None else getattr(instance, "training", None))
+        key = (described.key, training)
         for concrete in self.program_cache._programs.get(key, ()):  # ProgramCache.find
             if concrete.valid_for(described.identities):
-                return self._run(concrete, key, described)
+                return self._run(concrete, key, described.feeds)
         with _first_call():  # a trace makes many objects and keeps most of them
             concrete = self._trace_for(key, bound, described)
-            if concrete is not None:
-                return self._run(concrete, key, described)  # its first run compiles a plan
+            if concrete is not None:  # its first run compiles a plan
+                return self._run(concrete, key, described.feeds)
         return self._call_eagerly(args, kwargs)  # over the cache size limit: run as written
 
-    def _run(self, concrete: ConcreteProgram, key, described: arguments.Arguments):
+    def _run(self, concrete: ConcreteProgram, key, feeds):
         self._local.last_key = key
         settings.state.last_function = self
         if concrete.reaching:
-            concrete.check_arguments(described.feeds)
-        outs = concrete.runner(described.feeds)
+            concrete.check_arguments(feeds)
+        outs = concrete.runner(feeds)
         if concrete.effects:
             concrete.effects.apply(outs[concrete.n_outputs:])
         return concrete.pack(outs)
@@ -235,6 +247,8 @@ class StaticFunction:
         if self._signature is None:
             self._signature = arguments.Signature(self._function, self._instance is not None)
             self._parameter_specs = self._signature.per_parameter(self._input_spec)
+            if self._signature.all_positional and not any(self._parameter_specs):
+                self._tensors_only = len(self._signature.names)
         return self._signature.bind(args, kwargs)
 
     # -------------------------------------------------------------- caching

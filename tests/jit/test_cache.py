@@ -149,3 +149,50 @@ def test_train_and_eval_use_different_programs(caplog):
         net.train()
         assert not np.array_equal(net(x).numpy(), reference)
         assert len(net.forward.program_cache) == 2
+
+
+def test_positional_keyword_and_default_calls_share_one_program():
+    traces = []
+
+    @jit.to_static
+    def f(x, y):
+        traces.append(1)
+        return x * 2 + y
+
+    x, y = tensor([3], seed=1), tensor([3], seed=2)
+    want = x.numpy() * 2 + y.numpy()
+    for call in (lambda: f(x, y), lambda: f(x, y=y), lambda: f(y=y, x=x), lambda: f(x, y)):
+        np.testing.assert_allclose(call().numpy(), want, rtol=1e-6)
+    assert traces == [1] and len(f.program_cache) == 1
+    g = counting(traces := [])
+    g(x)  # the default scale
+    g(x, 1.0)
+    g(x, 2.0)
+    assert len(g.program_cache) == 2 and len(traces) == 2
+
+
+def test_a_changed_global_retraces_a_call_of_tensors_only():
+    global SCALE
+    SCALE = 2.0
+
+    @jit.to_static
+    def f(x):
+        return x * SCALE
+
+    x = tensor([3], seed=3)
+    np.testing.assert_allclose(f(x).numpy(), x.numpy() * 2, rtol=1e-6)
+    SCALE = 5.0
+    np.testing.assert_allclose(f(x).numpy(), x.numpy() * 5, rtol=1e-6)
+    assert len(f.program_cache) == 2
+
+
+def test_a_parameter_or_an_array_as_argument_is_fed_like_a_tensor():
+    @jit.to_static
+    def f(x):
+        return x + 1
+
+    weight = nn.Linear(2, 3).weight  # a Parameter: a Tensor subclass
+    np.testing.assert_allclose(f(weight).numpy(), weight.numpy() + 1, rtol=1e-6)
+    a = np.ones([2, 3], "float32")
+    np.testing.assert_allclose(f(a).numpy(), a + 1, rtol=1e-6)
+    assert len(f.program_cache) == 1
