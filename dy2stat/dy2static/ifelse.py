@@ -40,6 +40,34 @@ class _Replan(Exception):
 
 _OUTPUT = object()  # a slot's value after the `if` is the cond op's output
 _ARRAY_OUTPUT = object()  # ... the tensor array whose buffer is the op's output
+_CONSTANT_LEAVES = (type(None), str, bytes, type(Ellipsis))
+
+
+class _Mixed:
+    """A slot's value after the `if`: a list, tuple or dict holding tensors beside Python
+    values that both branches give alike (`return out, None`); the op carries its
+    tensors, the values stay as they are."""
+
+    def __init__(self, structure) -> None:
+        self.structure = structure
+
+    def pack(self, outs):
+        carried = iter(outs)
+        return nest.pack_as(self.structure, [next(carried) if values.is_tensor_like(v) else v
+                                             for v in nest.flatten(self.structure)])
+
+
+def _is_mixed(value) -> bool:
+    """Whether `value` is a container of tensors and constant Python leaves (None, str)."""
+    if not isinstance(value, (list, tuple, dict)) or values.is_tensor_like(value):
+        return False
+    leaves = nest.flatten(value)
+    return any(values.is_tensor_like(v) for v in leaves) and all(
+        values.is_tensor_like(v) or type(v) in _CONSTANT_LEAVES for v in leaves)
+
+
+def _carried_leaves(value) -> tuple:
+    return tuple(v for v in nest.flatten(value) if values.is_tensor_like(v))
 
 
 def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, names=None,
@@ -208,7 +236,8 @@ def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, pl
         return out
 
     outs = control_flow.cond(pred, run_true, run_false)
-    set_state([o if r is _OUTPUT else TensorArray(o) if r is _ARRAY_OUTPUT else r
+    set_state([o if r is _OUTPUT else TensorArray(o) if r is _ARRAY_OUTPUT else
+               r.pack(o) if isinstance(r, _Mixed) else r
                for o, r in zip(outs, seen["results"])])
 
 
@@ -235,6 +264,8 @@ def _true_yield(i: int, t, plans: dict):
         if kind == "dtype":
             return values.constant(t, spec)
         return values.placeholders(spec)
+    if _is_mixed(t):
+        return _carried_leaves(t)
     return t if values.is_tensor_like(t) else None
 
 
@@ -260,6 +291,8 @@ class _Slot:
             raise _Replan(self.index, ("array", values.Spec.of(array.buffer[0])))
         if values.is_number(t) and _same_python_value(t, f):
             return (f if ty is not None else None), t  # the same number either way: kept
+        if _is_mixed(t):
+            return self._match_mixed(ty, t, f)
         if ty is not None:
             if values.is_tensor_like(f):
                 return self._match(ty, f), _OUTPUT
@@ -286,8 +319,19 @@ class _Slot:
             return None, t if self.unread[1] else self._undefined("true")
         if not values.is_tensor_like(f) and _same_python_value(t, f):
             return None, t
-        raise self._mismatch(f"{values.describe(t)} in the true branch but "
-                             f"{values.describe(f)} in the false branch")
+        show = _leaves_described if nest.same_structure(t, f) else values.describe
+        raise self._mismatch(f"{show(t)} in the true branch but "
+                             f"{show(f)} in the false branch")
+
+    def _match_mixed(self, ty, t, f):
+        """A container of tensors and Python values: the same values, tensors that match."""
+        same = nest.same_structure(t, f) and all(
+            values.is_tensor_like(b) if values.is_tensor_like(a) else _same_python_value(a, b)
+            for a, b in zip(nest.flatten(t), nest.flatten(f)))
+        if not same:
+            raise self._mismatch(f"{_leaves_described(t)} in the true branch but "
+                                 f"{_leaves_described(f)} in the false branch")
+        return self._match(ty, _carried_leaves(f)), _Mixed(t)
 
     def _match(self, ty, f):
         """What the false branch yields for `f`, after checking it against `ty`."""
@@ -369,6 +413,14 @@ def _grown_differently(t, f) -> bool:
     return (isinstance(t, list) and isinstance(f, list) and len(t) != len(f)
             and values.is_tensor_like(t) and values.is_tensor_like(f)
             and all(not isinstance(v, (list, tuple, dict)) for v in t + f))
+
+
+def _leaves_described(value) -> str:
+    """'a tuple of (a float32[2] tensor, None)', for a container's mismatch."""
+    if not isinstance(value, (list, tuple, dict)):
+        return values.describe(value)
+    return (f"a {type(value).__name__} of "
+            f"({', '.join(values.describe(v) for v in nest.flatten(value))})")
 
 
 def _same_python_value(a, b) -> bool:

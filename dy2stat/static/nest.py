@@ -32,8 +32,9 @@ def pack_as(structure, leaves: list):
             return type(s)(*items) if hasattr(s, "_fields") else tuple(items)
         if isinstance(s, list):
             return [build(v) for v in s]
-        if isinstance(s, dict):
-            return {k: build(s[k]) for k in sorted(s)}
+        if isinstance(s, dict):  # leaves in sorted key order, keys in the dict's own
+            built = {k: build(s[k]) for k in sorted(s)}
+            return {k: built[k] for k in s}
         return next(it)
 
     return build(structure)

@@ -453,3 +453,86 @@ def test_a_list_started_empty_with_unknown_dims_then_enumerated():
         count = d2s.to_tensor(np.int64(n))
         np.testing.assert_allclose(converted(x, count).numpy(),
                                    build_then_walk(x, count).numpy())
+
+
+# ------------------------------------------- tensors beside None and strings in a branch
+# `return out, None` (no hidden state), a dict with an unused entry or a tag: the Python
+# values are the same either way, so only the tensors go through the `cond`.
+
+
+def return_pair_with_none(x):
+    if x.mean() > 0:
+        return x * 2, None
+    return x - 1, None
+
+
+def dict_with_none_and_a_name(x):
+    if x.sum() > 0:
+        out = {"y": x * 3, "aux": None, "kind": "scores"}
+    else:
+        out = {"y": x + 1, "aux": None, "kind": "scores"}
+    return out
+
+
+def nested_state_with_none(x):
+    h = (x, (None, x + 1))
+    if x.mean() < 0:
+        h = (x * 4, (None, x))
+    return h[0] + h[1][1]
+
+
+@pytest.mark.parametrize("fn", [return_pair_with_none, dict_with_none_and_a_name,
+                                nested_state_with_none])
+@pytest.mark.parametrize("data", [POS, NEG, MIX])
+def test_python_values_beside_tensors_in_a_tensor_if(fn, data):
+    x = d2s.to_tensor(data)
+    eager, converted = fn(x), d2s.jit.to_static(fn)(x)
+    if isinstance(eager, dict):
+        assert list(converted) == list(eager)  # the keys in eager's order
+        eager, converted = tuple(eager.values()), tuple(converted.values())
+    eager = eager if isinstance(eager, tuple) else (eager,)
+    converted = converted if isinstance(converted, tuple) else (converted,)
+    assert len(converted) == len(eager)
+    for c, e in zip(converted, eager):
+        if isinstance(e, d2s.Tensor):
+            np.testing.assert_allclose(c.numpy(), e.numpy(), rtol=1e-6)
+        else:
+            assert c == e and type(c) is type(e)
+
+
+def none_in_one_branch_a_tag_in_the_other(x):
+    if x.mean() > 0:
+        return x, None
+    return x, "tag"
+
+
+def test_python_values_that_differ_between_branches_are_a_clear_error():
+    with pytest.raises(BranchMismatchError) as err:
+        d2s.jit.to_static(none_in_one_branch_a_tag_in_the_other)(d2s.to_tensor(POS))
+    message = str(err.value)
+    assert "(a float32[2, 3] tensor, None) in the true branch" in message
+    assert "(a float32[2, 3] tensor, a str) in the false branch" in message
+
+
+def dict_built_in_a_tensor_if(x):
+    if x.mean() > 0:
+        out = {"z": x, "a": x + 1, "m": x * 2}
+    else:
+        out = {"z": x - 1, "a": x, "m": x}
+    return [k for k in out], out["m"]
+
+
+def dict_carried_by_a_tensor_loop(x):
+    state = {"total": x, "count": d2s.zeros([1])}
+    while state["count"] < 3:
+        state = {"total": state["total"] * 2, "count": state["count"] + 1}
+    return list(state), state["total"]
+
+
+@pytest.mark.parametrize("fn", [dict_built_in_a_tensor_if, dict_carried_by_a_tensor_loop])
+def test_a_dict_keeps_its_key_order_through_converted_control_flow(fn):
+    for data in (POS, NEG):
+        x = d2s.to_tensor(data)
+        (keys, value), (converted_keys, converted_value) = fn(x), d2s.jit.to_static(fn)(x)
+        assert converted_keys == keys
+        np.testing.assert_allclose(converted_value.numpy(), value.numpy(), rtol=1e-6)
