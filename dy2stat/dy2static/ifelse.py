@@ -52,9 +52,7 @@ class _Mixed:
         self.structure = structure
 
     def pack(self, outs):
-        carried = iter(outs)
-        return nest.pack_as(self.structure, [next(carried) if values.is_tensor_like(v) else v
-                                             for v in nest.flatten(self.structure)])
+        return nest.replace_leaves(self.structure, values.is_tensor_like, outs)
 
 
 def _is_mixed(value) -> bool:

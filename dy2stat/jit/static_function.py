@@ -93,14 +93,13 @@ def _first_call():
     far past its thresholds, and each full collection walks every object of the
     process), and the native tier's background builds held back (``tier.foreground``)."""
     with tier.foreground.tracing():
-        if not gc.isenabled():
-            yield
-            return
+        collecting = gc.isenabled()  # a collector the user turned off stays off
         gc.disable()
         try:
             yield
         finally:
-            gc.enable()
+            if collecting:
+                gc.enable()
 
 
 def _packer(outputs):
@@ -214,7 +213,7 @@ class StaticFunction:
             if key is not None:
                 key = (key, training)
                 for concrete in self.program_cache._programs.get(key, ()):
-                    if not concrete.identities and concrete.guards.hold():
+                    if concrete.valid_for(()):  # Tensors are fed, never held by identity
                         return self._run(concrete, key, args)
         bound = self._bind(args, kwargs)
         described = arguments.Arguments(self.__name__, bound, self._parameter_specs)

@@ -133,10 +133,7 @@ class Effects:
         place of the trace's Variables."""
         it = iter(values)
         for location, new, in_place in self.items:
-            leaves = [next(it) if isinstance(leaf, Variable) else leaf
-                      for leaf in nest.flatten(new)]
-            value = nest.pack_as(new, leaves) if isinstance(new, (list, tuple, dict)) \
-                else leaves[0]
+            value = nest.replace_leaves(new, _is_variable, it)
             if in_place is not None:
                 _become(in_place, value)
             elif not _same(location.read(), value):
@@ -442,3 +439,7 @@ class _Recording:
     def __exit__(self, *exc):
         state.recorder = self.previous
         return False
+
+
+def _is_variable(value) -> bool:
+    return isinstance(value, Variable)

@@ -40,6 +40,14 @@ def pack_as(structure, leaves: list):
     return build(structure)
 
 
+def replace_leaves(structure, selected, values):
+    """``structure`` with each leaf for which ``selected(leaf)`` holds replaced by the next
+    of ``values`` (an iterator is consumed as far as it is used), the others kept."""
+    values = iter(values)
+    return pack_as(structure, [next(values) if selected(leaf) else leaf
+                               for leaf in flatten(structure)])
+
+
 def same_structure(a, b) -> bool:
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(same_structure(x, y) for x, y in zip(a, b))
