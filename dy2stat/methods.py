@@ -157,6 +157,17 @@ def _iter(self):
         yield self[i]
 
 
+def _size(self):
+    """The number of elements, a Python int (for a static value with dims known only
+    when the program runs: a 0-D int64 tensor)."""
+    if not self.is_static:
+        return int(self._data.size)
+    shape = self.shape
+    if any(d < 0 for d in shape):
+        return ops.numel(self)
+    return int(np.prod(shape, dtype=np.int64))
+
+
 def _T(self):
     """The transpose (all axes reversed)."""
     return ops.transpose(self, list(range(len(self.shape)))[::-1])
@@ -196,6 +207,7 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
 
 SURFACE = {
     "T": property(_T),
+    "size": property(_size),
     "__array_ufunc__": _array_ufunc,
     "__add__": _binary("add"),
     "__radd__": _binary("add", True),

@@ -53,11 +53,6 @@ class Tensor:
         return self._data.ndim
 
     @property
-    def size(self) -> int:
-        """The number of elements."""
-        return int(self._data.size)
-
-    @property
     def place(self) -> str:
         """The device the values live on: 'cpu' or 'gpu:N'."""
         return _device.device_of(self._data)

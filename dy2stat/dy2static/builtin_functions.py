@@ -1,5 +1,5 @@
-"""`len`, `x.shape`, `int`/`float`/`bool`, `isinstance`, `max`/`min`, `print` and `assert`
-on static values.
+"""`len`, `x.shape`, `int`/`float`/`bool`, `isinstance`, `max`/`min`, `print`, `assert` and
+`a[i]` on static values.
 
 Each helper is the builtin for anything that is not a static Variable. On a Variable,
 `len(x)` and `x.shape` give Python ints for known dims and 0-D int64 tensors for unknown ones
@@ -10,14 +10,19 @@ Each helper is the builtin for anything that is not a static Variable. On a Vari
 from __future__ import annotations
 
 import builtins
+import functools
 import warnings
 
+import numpy as np
+
 from dy2stat import ops
+from dy2stat.creation import to_tensor
 from dy2stat.dy2static import values
 from dy2stat.dy2static.tensor_array import TensorArray
 from dy2stat.mode import state
 from dy2stat.runtime.registry import OPS
 from dy2stat.static.builder import static_apply
+from dy2stat.static.variable import Variable
 from dy2stat.tensor import Tensor
 
 
@@ -31,6 +36,26 @@ def convert_len(value):
         n = value.shape[0]
         return n if n >= 0 else ops.shape(value)[0]
     return builtins.len(value)
+
+
+def convert_getitem(value, index):
+    """`value[index]`; a Python list or tuple indexed by a static tensor gives the item the
+    program picks when it runs: from a constant of its numbers (in the dtype a Python
+    number takes as a tensor), or from its tensors stacked."""
+    if not (values.is_static(index) and type(value) in (list, tuple)):
+        return value[index]
+    items = list(value)
+    if items and all(values.is_number(v) for v in items):
+        dtype = functools.reduce(values.promote, [values.dtype_of(v) for v in items])
+        return to_tensor(np.asarray(items, dtype))[index]
+    tensors = [v for v in items if isinstance(v, (Tensor, Variable))]
+    if items and len(tensors) == len(items) and len(
+            {(tuple(v.shape), np.dtype(v.dtype)) for v in tensors}) == 1:
+        return ops.stack(tensors)[index]
+    raise TypeError(
+        f"a Python {type(value).__name__} indexed by a tensor ({index.name}) must hold "
+        "numbers, or tensors of one shape and dtype, for the program to pick the item when "
+        f"it runs; this one holds {', '.join(values.describe(v) for v in items) or 'nothing'}")
 
 
 def convert_shape(value):

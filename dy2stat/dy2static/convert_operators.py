@@ -7,6 +7,7 @@ behaves exactly as the original), static Variables build `cond`/`while` ops.
 from dy2stat.dy2static.builtin_functions import (
     convert_assert,
     convert_cast,
+    convert_getitem,
     convert_isinstance,
     convert_len,
     convert_max,
@@ -46,6 +47,7 @@ __all__ = [
     "convert_compare",
     "convert_enumerate",
     "convert_for_loop",
+    "convert_getitem",
     "convert_ifelse",
     "convert_isinstance",
     "convert_len",

@@ -69,14 +69,16 @@ def _carried_leaves(value) -> tuple:
 
 
 def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, names=None,
-                   exits=None, guard=None, left=(None, None)):
+                   exits=None, guard=None, left=(None, None), dead=()):
     """`true_fn()` if `pred` else `false_fn()`; a `cond` op when `pred` is static.
 
     With `names` (the state's names; get/set_state are None when there is no state) the
     branches are statements; without, they are the two expressions of `a if pred else b`
     and the chosen value is returned. `exits`: {jump flag: the names nothing reads after
     the jump (None: all)}; `guard`: the flag of an `if not flag:`; `left`: per branch whose
-    every path jumps, the names nothing reads after it (True: all; None: it goes on).
+    every path jumps, the names nothing reads after it (True: all; None: it goes on);
+    `dead`: the local names nothing reads after the `if` (the branches may leave them
+    different: a name only the branches use).
     """
     pred = truth(pred)
     if not values.is_static(pred):
@@ -86,7 +88,7 @@ def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, name
     if names is not None:
         get_state, set_state = values.state_accessors(get_state, set_state)
         static_if(pred, true_fn, false_fn, get_state, set_state, names, where,
-                  exits, guard, left)
+                  exits, guard, left, dead)
         return None
     return select(pred, true_fn, false_fn, where)
 
@@ -107,9 +109,10 @@ def select(pred, true_fn, false_fn, where, label="the conditional expression"):
 class _Exits:
     """Which branches jumped, and what they leave that nothing reads."""
 
-    def __init__(self, names=(), exits=None, guard=None, left=(None, None)) -> None:
+    def __init__(self, names=(), exits=None, guard=None, left=(None, None), dead=()) -> None:
         self.index = {name: i for i, name in enumerate(names)}
         self.exits, self.guard, self.left = exits or {}, guard, left
+        self.dead = frozenset(dead)  # read after neither branch
 
     def unread(self, branch: int, state: list):
         """What `branch` (0: true, 1: false) leaves unread with its `state`: None for all,
@@ -133,10 +136,10 @@ class _Exits:
 
 
 def static_if(pred, true_fn, false_fn, get_state, set_state, names, where, exits=None,
-              guard=None, left=(None, None)) -> None:
+              guard=None, left=(None, None), dead=()) -> None:
     """A `cond` op on the bool Variable `pred` whose branches change the state; `where` is
-    the user's statement; `exits`, `guard`, `left` say where branches jumped (see
-    convert_ifelse)."""
+    the user's statement; `exits`, `guard`, `left` say where branches jumped, `dead` what
+    nothing reads after it (see convert_ifelse)."""
     entry = list(get_state())
     program = values.current_program()
     first_block = len(program.blocks)
@@ -144,7 +147,7 @@ def static_if(pred, true_fn, false_fn, get_state, set_state, names, where, exits
     maybe = {i for i, v in enumerate(entry) if has_maybe_undefined(v)}
     while True:
         flags = AssignedFlags(_noticing_maybe(get_state, maybe), set_state, names, maybe, entry)
-        jumps = _Exits(flags.names, exits, guard, left)  # by slot of the flags' state
+        jumps = _Exits(flags.names, exits, guard, left, dead)  # by slot of the flags' state
         try:
             _trace_with_plans(pred, true_fn, false_fn, flags, where, flags.split(entry),
                               program, first_block, jumps)
@@ -220,7 +223,7 @@ def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, pl
         unread = (exits.unread(0, seen["true"]), exits.unread(1, state))
         for i, f in enumerate(state):
             slot = _Slot(i, names[i], where, seen["true"][i], seen["yield"][i], f,
-                         [u is None or names[i] in u for u in unread])
+                         [u is None or names[i] in u for u in unread], names[i] in exits.dead)
             unchanged = _same(_mark(slot.t), seen["true_marks"][i]) and \
                 _same(_mark(f), false_marks[i])
             fy, result = slot.merge()
@@ -271,12 +274,28 @@ class _Slot:
     """One state variable after both branches ran: what the false branch yields, and its
     value after the `if` (_OUTPUT: the op's output)."""
 
-    def __init__(self, index, name, where, t, ty, f, unread=(False, False)) -> None:
+    def __init__(self, index, name, where, t, ty, f, unread=(False, False),
+                 dead=False) -> None:
         self.index, self.name, self.where = index, name, where
         self.t, self.ty, self.f = t, ty, f
         self.unread = unread  # (true, false): nothing reads it after the branch (a jump)
+        self.dead = dead  # nothing reads it after the `if`
 
     def merge(self):
+        try:
+            return self._merge()
+        except BranchMismatchError:
+            # A list or an object a branch changed in place may be seen through another
+            # name: only a value that cannot change is as good as unread.
+            if not (self.dead and _unchangeable(self.t) and _unchangeable(self.f)):
+                raise
+        # Branches that disagree on a value nothing reads: no output; unbound after.
+        ty = self.ty
+        fy = None if ty is None else values.placeholders(
+            nest.pack_as(ty, [values.Spec.of(v) for v in nest.flatten(ty)]))
+        return fy, Undefined(self.name)
+
+    def _merge(self):
         t, ty, f = self.t, self.ty, self.f
         if isinstance(t, TensorArray) and isinstance(f, TensorArray):
             return TensorArray(self._match(ty, f.buffer)), _ARRAY_OUTPUT
@@ -411,6 +430,14 @@ def _grown_differently(t, f) -> bool:
     return (isinstance(t, list) and isinstance(f, list) and len(t) != len(f)
             and values.is_tensor_like(t) and values.is_tensor_like(f)
             and all(not isinstance(v, (list, tuple, dict)) for v in t + f))
+
+
+def _unchangeable(value) -> bool:
+    """A tensor, a number, a string, None, or a tuple of them."""
+    if isinstance(value, tuple):
+        return all(_unchangeable(v) for v in value)
+    return values.is_tensor_like(value) and not isinstance(value, (list, dict)) or \
+        type(value) in _CONSTANT_LEAVES
 
 
 def _leaves_described(value) -> str:

@@ -15,6 +15,7 @@ from dy2stat import nn
 from dy2stat.dy2static.ifelse import BranchMismatchError
 from dy2stat.dy2static.loops import LoopVariableError
 from dy2stat.dy2static.undefined import UndefinedVariableError
+from dy2stat.static import InputSpec
 from tests.dy2static.test_regressions import MIX, NEG, POS, assert_converted_equals_eager
 
 
@@ -536,3 +537,122 @@ def test_a_dict_keeps_its_key_order_through_converted_control_flow(fn):
         (keys, value), (converted_keys, converted_value) = fn(x), d2s.jit.to_static(fn)(x)
         assert converted_keys == keys
         np.testing.assert_allclose(converted_value.numpy(), value.numpy(), rtol=1e-6)
+
+
+# ------------------------------------------------ a Python list read at a tensor index
+
+
+def numbers_at_a_loop_counter(x):
+    scales = [0.5, 1.0, 2.0]
+    i = d2s.to_tensor(0)
+    while i < 3:
+        x = x * scales[i] + 1
+        i += 1
+    return x
+
+
+def tensors_at_a_loop_counter(x):
+    items = [x, x * 2, x.abs()]
+    total = d2s.zeros_like(x)
+    n = _count()
+    for i in range(n):
+        total = total + items[i] * (i + 1)
+    return total
+
+
+def tensors_at_a_computed_index(x):
+    table = (x * 3, -x)
+    return table[(x.sum() < 0).astype("int64")]
+
+
+@pytest.mark.parametrize("fn", [numbers_at_a_loop_counter, tensors_at_a_loop_counter,
+                                tensors_at_a_computed_index])
+def test_a_python_list_read_at_a_tensor_index(fn):
+    assert_converted_equals_eager(fn, POS, NEG, MIX)
+
+
+# --------------------------- values only the branches use: they may differ between them
+# A name a branch reads and changes but nothing reads after the `if` (a label built for a
+# log line, a scratch tensor) need not be the same kind of value in both branches.
+
+
+def label_only_the_branches_use(x):
+    name = "layer_" + str(3)
+    if x.sum() > 0:
+        name = name + "_positive"
+        x = x * 2
+    return x
+
+
+def scratch_of_another_rank_in_one_branch(x):
+    scratch = x
+    if x.mean() > 0:
+        scratch = scratch.sum()
+        x = x + scratch
+    else:
+        x = x - 1
+    return x
+
+
+@pytest.mark.parametrize("fn", [label_only_the_branches_use,
+                                scratch_of_another_rank_in_one_branch])
+def test_values_nothing_reads_after_a_tensor_if_may_differ(fn):
+    assert_converted_equals_eager(fn, POS, NEG, MIX)
+
+
+def label_read_after(x):
+    name = "layer"
+    if x.sum() > 0:
+        name = name + "_positive"
+    return x, name
+
+
+LABEL = "layer"
+
+
+def global_label(x):
+    global LABEL
+    if x.sum() > 0:
+        LABEL = LABEL + "_positive"
+    return x
+
+
+@pytest.mark.parametrize("fn", [label_read_after, global_label])
+def test_values_read_after_a_tensor_if_must_agree(fn):
+    with pytest.raises(BranchMismatchError, match="a str in the true branch"):
+        d2s.jit.to_static(fn)(d2s.to_tensor(POS))
+
+
+class _History:
+    def __init__(self):
+        self.lines = []
+
+
+def append_to_a_shared_list(x, history):
+    log = history.lines  # another name for a list the caller holds
+    if x.sum() > 0:
+        log.append("positive")
+    return x
+
+
+def test_a_list_changed_in_one_branch_is_an_error_even_if_unread_after():
+    with pytest.raises(BranchMismatchError, match="list of 1 in the true branch"):
+        d2s.jit.to_static(append_to_a_shared_list)(d2s.to_tensor(POS), _History())
+
+
+# --------------------------------------------------------------- x.size in converted code
+
+
+def mean_by_size(x):
+    return x.sum() / x.size
+
+
+def test_size_counts_the_elements_in_converted_code():
+    assert_converted_equals_eager(mean_by_size, POS, MIX)
+    converted = d2s.jit.to_static(mean_by_size, input_spec=[InputSpec([None, 3], "float32")])
+    for rows in (1, 4):
+        x = d2s.to_tensor(np.arange(rows * 3, dtype="float32").reshape(rows, 3))
+        got, want = converted(x), mean_by_size(x)
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    assert len(converted.program_cache) == 1

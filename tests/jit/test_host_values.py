@@ -109,11 +109,34 @@ def index_a_list(x, table):
     return table[x.argmax()]
 
 
-def test_a_traced_value_indexing_a_python_list_is_an_error_at_the_line():
-    with pytest.raises(TypeError, match="where Python needs its value") as info:
-        jit.to_static(index_a_list)(d2s.ones([2]), [1.0, 2.0])
+@pytest.mark.parametrize("table, dtype", [([1.5, 2.5, -1.0], "float32"), ((3, 1, 2), "int64"),
+                                          ([True, False, True], "bool"),
+                                          ([1, 2.5, 3], "float32")])
+def test_a_traced_value_indexing_a_python_list_reads_the_item(table, dtype):
+    for data in ([0.0, 5.0, 1.0], [9.0, 1.0, 1.0], [0.0, 0.0, 7.0]):
+        x = d2s.to_tensor(np.array(data, "float32"))
+        got = jit.to_static(index_a_list)(x, table)
+        want = index_a_list(x, table)  # a Python number: as a tensor, of this dtype
+        assert got.shape == [] and got.dtype == np.dtype(dtype)
+        assert got.numpy().item() == want
+
+
+def test_a_traced_value_indexing_a_list_of_other_things_is_an_error_at_the_line():
+    with pytest.raises(TypeError, match="must hold numbers, or tensors of one shape") as info:
+        jit.to_static(index_a_list)(d2s.ones([2]), ["a", "b"])
     notes = "".join(getattr(info.value, "__notes__", []))
     assert "test_host_values.py" in notes and "return table[x.argmax()]" in notes
+
+
+def assign_into_a_list_at_a_tensor_index(x):
+    items = [x, x]
+    items[x.argmax()] = x * 2
+    return items[0]
+
+
+def test_assigning_into_a_python_list_at_a_tensor_index_is_an_error():
+    with pytest.raises(TypeError, match="where Python needs its value"):
+        jit.to_static(assign_into_a_list_at_a_tensor_index)(d2s.ones([2]))
 
 
 def test_true_division_of_integer_tensors_is_float_eagerly_too():

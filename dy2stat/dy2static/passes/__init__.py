@@ -16,6 +16,7 @@ from dy2stat.dy2static.passes import (
     logical_expressions,
     nonlocal_bindings,
     return_statements,
+    subscripts,
 )
 
 PASSES = (
@@ -34,6 +35,8 @@ PASSES = (
     # if/while/for -> convert_ifelse/convert_while_loop/convert_for_loop with closures;
     # reads the liveness and reaching-definitions annotations (it runs the analyses).
     control_flow,
+    # scales[i] -> convert_getitem(scales, i): a Python list indexed by a traced tensor.
+    subscripts,
     # self.threshold -> read_attr(self, 'threshold'): what a trace reads is recorded;
     # private names mangled as in the class body.
     attribute_reads,

@@ -89,6 +89,8 @@ class _ControlFlow(transformer.Base):
         self.globals: list[set[str]] = [set()]  # what the enclosing functions declare global
         # The plain names each enclosing function binds (or declares global or nonlocal).
         self.bound: list[set[str] | None] = [None]
+        # ... and those of them another scope sees (declared global or nonlocal).
+        self.shared: list[set[str]] = [set()]
         self.return_values: list[str | None] = [None]  # their RETURN_VALUE
         self.return_flags: list[str | None] = [None]  # their RETURN_FLAG
         # The loops around the statement in the function: (LOOP_FLAGS, carried names).
@@ -100,12 +102,14 @@ class _ControlFlow(transformer.Base):
         scope = anno.getanno(node, anno.Static.BODY_SCOPE)
         self.globals.append(scope.globals)
         self.bound.append(scope.local_names | scope.globals | scope.nonlocals)
+        self.shared.append(scope.globals | scope.nonlocals)
         self.return_values.append(anno.getanno(node, anno.Transform.RETURN_VALUE, None))
         self.return_flags.append(anno.getanno(node, anno.Transform.RETURN_FLAG, None))
         self.loops.append([])
         node.body = self._visit_body(node.body, ())
         self.globals.pop()
         self.bound.pop()
+        self.shared.pop()
         self.return_values.pop()
         self.return_flags.pop()
         self.loops.pop()
@@ -141,12 +145,15 @@ class _ControlFlow(transformer.Base):
             keywords += ", guard=flag"
         if left is not None:
             keywords += ", left=left"
+        dead = self._dead(node, state)
+        if dead:
+            keywords += ", dead=dead"
         call = templates.replace(
             "helpers.convert_ifelse(test, if_true, if_false, get_state, set_state, names"
             f"{keywords})", helpers=self.ctx.helpers, test=node.test, if_true=if_true,
             if_false=if_false, get_state=get_state, set_state=set_state,
             names=self._labels(state), exits=exits, flag=gast.Constant(guard, None),
-            left=left)
+            left=left, dead=gast.Tuple([gast.Constant(n, None) for n in dead], gast.Load()))
         self._note_undefined(node, state)
         return defs + accessors + call
 
@@ -166,6 +173,16 @@ class _ControlFlow(transformer.Base):
         if not exits:
             return None
         return gast.Dict([gast.Constant(f, None) for f in exits], list(exits.values()))
+
+    def _dead(self, node: gast.If, state: list[str]) -> list[str]:
+        """The function's own plain names in the state that nothing reads after the `if`
+        (state because a branch reads them first): no other scope sees them either."""
+        live = {str(q) for q in anno.getanno(node, anno.Static.LIVE_VARS_OUT)}
+        own = self.bound[-1] or set()
+        jumps = {self.return_values[-1], self.return_flags[-1]}
+        jumps.update(f for loop in self.loops[-1] for f in loop[0])
+        return [n for n in state if n.isidentifier() and n in own and n not in live
+                and n not in self.shared[-1] and n not in jumps]
 
     def _left(self, node: gast.If, state: list[str]) -> gast.Tuple | None:
         """Per branch that always leaves by jumps of more than one kind (LEAVES; with one
