@@ -134,20 +134,77 @@ def gradients(program: Program, targets, inputs, target_gradients=None) -> list[
 def requires_grad(program: Program, sources, taken=None) -> set[str]:
     """The names of block 0 whose values depend differentiably on ``sources`` (names):
     those a gradient flows through (not marked ``stop_gradient``, not past an op
-    without a gradient rule). ``taken``: {index of a cond op of block 0: the branch a
-    run took}; that branch alone decides its outputs (as eagerly: the other never ran)."""
+    without a gradient rule). ``taken``: {(block index, op index) of a cond op: the
+    branch a run took}; that branch alone decides its outputs (as eagerly: the other
+    never ran)."""
     block = program.global_block()
     return _requires(block.ops, block, set(sources), taken)
 
 
-def branch_dependent_conds(program: Program, sources) -> list[int]:
-    """The indices of block 0's cond ops whose branches disagree on what needs a gradient
-    (one computes an output from a source, the other a constant or under no_grad)."""
+def branch_dependent_conds(program: Program, sources) -> list[tuple[int, int]]:
+    """(block index, op index) of the cond ops -- of block 0 or nested in the branches
+    of others, not in loops -- whose branches disagree on what of block 0 needs a
+    gradient (one computes an output from a source, the other a constant or under
+    no_grad), and of the conds around each of them."""
     block = program.global_block()
-    static = _requires(block.ops, block, set(sources))
-    return [i for i, op in enumerate(block.ops) if op.type == "cond" and any(
-        _requires(block.ops, block, set(sources), {i: branch}) != static
-        for branch in (True, False))]
+    found = set()
+    for key, path in _conds(program, block, ()):
+        around = dict(path)  # the conds around it, each taking the branch it is in
+        alike = _requires(block.ops, block, set(sources), around)
+        if any(_requires(block.ops, block, set(sources), {**around, key: branch}) != alike
+               for branch in (True, False)):
+            found.update((key, *around))
+    return sorted(found)
+
+
+def _conds(program: Program, block: Block, path: tuple):
+    """((block index, op index), ((key, branch) of each cond around it, outer first)) of
+    each cond op of ``block`` and of their branches."""
+    for i, op in enumerate(block.ops):
+        if op.type == "cond":
+            key = (block.idx, i)
+            yield key, path
+            for branch in (True, False):
+                inner = program.blocks[op.attrs["true_block" if branch else "false_block"]]
+                yield from _conds(program, inner, (*path, (key, branch)))
+
+
+def expose_predicates(program: Program, keys) -> dict[tuple[int, int], str]:
+    """A name of block 0 for the predicate of each cond op of ``keys`` (see
+    ``branch_dependent_conds``: the conds around a nested one are among them). A nested
+    cond's predicate becomes one more output of each cond around it (False from the
+    other branch, which the cond around it says ran). Changes ``program``."""
+    parent = {}  # sub-block index -> (block index, op index, branch: "true" / "false")
+    for (b, i), _ in _conds(program, program.global_block(), ()):
+        op = program.blocks[b].ops[i]
+        for which in ("true", "false"):
+            parent[op.attrs[f"{which}_block"]] = (b, i, which)
+    names = {}
+    for key in keys:
+        b, i = key
+        name = program.blocks[b].ops[i].inputs["Cond"][0]
+        while b != 0:
+            b, i, which = parent[b]
+            name = _output_of_branch(program, b, program.blocks[b].ops[i], which, name)
+        names[key] = name
+    return names
+
+
+def _output_of_branch(program: Program, block_index: int, op: Operator, which: str,
+                      name: str) -> str:
+    """``name`` (a bool of ``op``'s ``which`` branch) as a new output of the cond ``op``
+    of block ``block_index``: False where the other branch runs."""
+    other = "false" if which == "true" else "true"
+    other_block = program.blocks[op.attrs[f"{other}_block"]]
+    placeholder = other_block.create_var([], "bool", name=program.unique_name("not_taken"))
+    other_block.append_op(Operator("full", {}, {"Out": [placeholder.name]},
+                                   {"shape": [], "value": False, "dtype": "bool"}))
+    out = program.blocks[block_index].create_var([], "bool",
+                                                 name=program.unique_name(f"{name}.taken"))
+    op.attrs[f"{which}_outs"] = [*op.attrs[f"{which}_outs"], name]
+    op.attrs[f"{other}_outs"] = [*op.attrs[f"{other}_outs"], placeholder.name]
+    op.outputs["Out"] = [*op.outputs.get("Out", []), out.name]
+    return out.name
 
 
 def backward_path(program: Program, targets, sources) -> tuple[list[int], set[str]]:
@@ -264,8 +321,8 @@ def _requires(ops, block: Block, sources: set, taken=None) -> set:
     for index, op in enumerate(ops):
         if not any(n in req for n in _diff_inputs(op)):
             continue
-        branch = taken.get(index) if taken else None
-        reached = (_sub_block_requires(op, block, req, branch)
+        branch = taken.get((block.idx, index)) if taken else None
+        reached = (_sub_block_requires(op, block, req, branch, taken)
                    if op.type in ("cond", "while") else _diff_outputs(op))
         for n in reached:
             var = block.find_var(n)
@@ -274,7 +331,8 @@ def _requires(ops, block: Block, sources: set, taken=None) -> set:
     return req
 
 
-def _sub_block_requires(op: Operator, block: Block, req: set, branch=None) -> list[str]:
+def _sub_block_requires(op: Operator, block: Block, req: set, branch=None,
+                        taken=None) -> list[str]:
     """The outputs of a cond or while op that a name of ``req`` reaches: those its
     branches (the one ``branch`` says, if not None) or loop body compute from one (a loop
     to a fixed point over its carries)."""
@@ -285,14 +343,14 @@ def _sub_block_requires(op: Operator, block: Block, req: set, branch=None) -> li
         reached = set()
         for which in ("true", "false") if branch is None else ("true" if branch else "false",):
             sub = blocks[op.attrs[f"{which}_block"]]
-            inside = _requires(sub.ops, sub, outer)
+            inside = _requires(sub.ops, sub, outer, taken)
             reached |= {i for i, n in enumerate(op.attrs[f"{which}_outs"]) if n in inside}
         return [outs[i] for i in sorted(reached)]
     body = blocks[op.attrs["body_block"]]
     carried = {i for i, n in enumerate(op.inputs.get("X", [])) if n in req}
     while True:
         start = outer | {op.attrs["body_args"][i] for i in carried}
-        inside = _requires(body.ops, body, start)
+        inside = _requires(body.ops, body, start, taken)
         more = carried | {i for i, n in enumerate(op.attrs["body_outs"]) if n in inside}
         if more == carried:
             break

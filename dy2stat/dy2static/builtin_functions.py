@@ -17,7 +17,7 @@ import numpy as np
 
 from dy2stat import ops
 from dy2stat.creation import to_tensor
-from dy2stat.dy2static import values
+from dy2stat.dy2static import ifelse, values
 from dy2stat.dy2static.tensor_array import TensorArray
 from dy2stat.mode import state
 from dy2stat.runtime.registry import OPS
@@ -94,15 +94,32 @@ def _extreme(builtin, elementwise, args, kwargs):
     if kwargs or not isinstance(items, (list, tuple)) or not any(
             values.is_static(v) for v in items):
         return builtin(*args, **kwargs)
-    # Python compares one-element tensors by value: the winner's value is the elementwise
-    # extreme (a program cannot pick an operand by a value it learns when it runs).
+    # Python compares one-element tensors by value and returns the winner itself (the
+    # first of equals): the program picks it with a cond, so it keeps its own gradient
+    # and stop_gradient. Operands of another dtype or rank: the elementwise extreme.
     if not items or not all(values.is_number(v) or _one_element(v) for v in items):
         return builtin(*args, **kwargs)
+    where = values.caller_location(3)
     out = items[0]
     for v in items[1:]:
-        out = elementwise(out, v) if values.is_static(out) or values.is_static(v) else \
-            builtin(out, v)
+        if not (values.is_static(out) or values.is_static(v)):
+            out = builtin(out, v)
+        elif _alike(out, v):
+            beats = v < out if builtin is builtins.min else v > out
+            out = ifelse.select(values.as_predicate(beats), lambda v=v: v,
+                                lambda out=out: out, where, f"{builtin.__name__}()")
+        else:
+            out = elementwise(out, v)
     return out
+
+
+def _alike(a, b) -> bool:
+    """Operands a cond may choose between: tensors of one dtype and rank, or a tensor
+    and a number its dtype holds."""
+    if values.is_number(a) or values.is_number(b):
+        number, tensor = (a, b) if values.is_number(a) else (b, a)
+        return values.fits(number, values.dtype_of(tensor))
+    return values.dtype_of(a) == values.dtype_of(b) and len(a.shape) == len(b.shape)
 
 
 def _one_element(value) -> bool:

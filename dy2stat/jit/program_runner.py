@@ -128,16 +128,19 @@ class ProgramRunner:
                 parts = [plans.forward.run(feeds, scope)]
                 outs = parts[0][:n_out]
         scope.write_back(self.written)
-        saved = [dict(zip(plans.saved_names, p[n_out:])) for p in parts]
+        n_saved = len(plans.saved_names)
+        saved = [dict(zip(plans.saved_names, p[n_out:n_out + n_saved])) for p in parts]
         # As eager: an output needs a gradient when one can flow to it from an input or
         # parameter that needs one (not when no_grad computed it, say), along the
         # branches this call took.
         differentiable = plans.differentiable
         if plans.branch_preds:
+            ran = [{**part, **dict(zip(plans.pred_fetches, p[n_out + n_saved:]))}
+                   for part, p in zip(saved, parts)]
             differentiable = set().union(*(runtime_backward.requires_grad(
                 plans.forward_program, plans.wrt,
-                {i: bool(part[pred]) for i, pred in plans.branch_preds.items()})
-                for part in saved))
+                {key: bool(values[pred]) for key, pred in plans.branch_preds.items()})
+                for values in ran))
         results = [Tensor(a, stop_gradient=name not in differentiable)
                    for a, name in zip(outs, self.fetch_names)]
         params = [self.captured[n] for n in trainable]
@@ -205,12 +208,14 @@ class ProgramRunner:
         backward_program = _with_block0_ops(full, backward_ops, data=saved_names)
         plans.differentiable = differentiable
         plans.forward_program = forward_program
-        plans.branch_preds = {
-            i: block.ops[i].inputs["Cond"][0]
-            for i in runtime_backward.branch_dependent_conds(forward_program, wrt)
-            if block.ops[i].inputs["Cond"][0] in saved_names}
+        # The conds whose branch decides what needs a gradient: their predicates are
+        # fetched (a nested one's through the conds around it) to say which branch ran.
+        plans.branch_preds = runtime_backward.expose_predicates(
+            forward_program, runtime_backward.branch_dependent_conds(forward_program, wrt))
+        plans.pred_fetches = sorted(set(plans.branch_preds.values()) - set(saved_names))
         plans.forward = self._plan(("train_forward", needs, trainable), forward_program,
-                                   self.feed_names, self.fetch_names + saved_names, xp)
+                                   self.feed_names,
+                                   self.fetch_names + saved_names + plans.pred_fetches, xp)
         plans.backward = self._plan(("backward", needs, trainable, streamed), backward_program,
                                     saved_names + plans.seed_names, plans.grad_fetches, xp)
         if xp is numpy:
@@ -293,7 +298,7 @@ class ProgramRunner:
         split.fetch_kinds = [kinds[n] for n in self.fetch_names]
         split.grad_kinds = [kinds[n] for n in plans.grad_fetches]
         split.sources["forward"] = (forward_program, self.feed_names,
-                                    self.fetch_names + plans.saved_names)
+                                    self.fetch_names + plans.saved_names + plans.pred_fetches)
         split.sources["backward"] = (backward_program, plans.saved_names + plans.seed_names,
                                      plans.grad_fetches)
         return split
@@ -329,9 +334,11 @@ class _Plans:
         self.seed_names, self.trainable, self.saved_names = seed_names, trainable, saved_names
         self.grad_fetches = [g for g in grad_names if g is not None]
         self.differentiable: set[str] = set()  # the names a gradient flows through
-        # Block 0's conds whose branch decides what needs a gradient: index -> predicate
-        # (a saved value), read after each forward; and the program they are ops of.
-        self.branch_preds: dict[int, str] = {}
+        # (block, op index) of a cond whose branch decides what needs a gradient -> the
+        # name of block 0 its predicate is fetched as (see expose_predicates), read after
+        # each forward; and the program they are ops of.
+        self.branch_preds: dict[tuple[int, int], str] = {}
+        self.pred_fetches: list[str] = []  # those of them not already saved for backward
         self.forward_program = None
         self.hands_out = False  # the backward plan has hand_out ops (see _with_hand_outs)
         self.forward = self.backward = self.split = None

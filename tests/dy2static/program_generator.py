@@ -84,11 +84,6 @@ FEATURES = {
 # The constructs that fail today, each with its reason. The CI run leaves them out; remove
 # an entry once its fix is in, and the property covers the construct again.
 KNOWN_FAILING = {
-    # A limit of programs (docs/syntax.md, no_grad):
-    "no_grad": "a value computed under no_grad on only some paths of a tensor-dependent `if` "
-               "nested in another (or after an early return): the program's output needs a "
-               "gradient on every path (a zero one where no_grad made it), while eager's has "
-               "stop_gradient=True on the paths that ran no_grad (top-level ifs agree)",
     # Found here, not fixed (dy2static):
     "mixed_jumps": "a branch that leaves by jumps of different kinds, on the path a Python "
                    "`if` inside it takes (`if k > 1: <return under a tensor if>; continue`), "

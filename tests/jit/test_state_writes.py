@@ -384,3 +384,66 @@ def test_an_output_needs_a_gradient_as_eagerly_along_the_branch_the_call_took():
             sum(o.sum() for o in outs if not o.stop_gradient).backward()
             flags[-1].append(x.grad.numpy().tolist())
         assert flags[1] == flags[0]
+
+
+def nested_paths(x, y):
+    if x.mean() > 0:
+        if x.max() > 1.5:
+            s = d2s.zeros([])
+        else:
+            s = (y * 2).min()
+    else:
+        with d2s.no_grad():
+            s = y.sum()
+        if x.min() < -1.5:
+            s = s + x.sum()
+    return x * 2, s * -1.5
+
+
+def early_return_paths(x, y):
+    if x.mean() > 1.5:
+        return x * 2, d2s.zeros([])
+    if x.mean() > 0:
+        with d2s.no_grad():
+            u = y * 3
+        return x, u.sum()
+    return -x, (y * x).sum()
+
+
+@pytest.mark.parametrize("fn", [nested_paths, early_return_paths])
+def test_a_nested_branch_decides_whether_an_output_needs_a_gradient_as_eagerly(fn):
+    converted = jit.to_static(fn)
+    for value in (2.0, 1.0, -1.0, -2.0):  # every path of both functions
+        flags = []
+        for f in (fn, converted):
+            x = d2s.to_tensor(np.full((2, 3), value, "float32"), stop_gradient=False)
+            y = d2s.to_tensor(np.ones((2, 3), "float32"), stop_gradient=False)
+            outs = f(x, y)
+            flags.append([o.stop_gradient for o in outs])
+            sum(o.sum() for o in outs if not o.stop_gradient).backward()
+            # (an input the path taken does not read: no gradient eagerly, zeros here)
+            flags[-1] += [(np.zeros((2, 3)) if t.grad is None else t.grad.numpy()).tolist()
+                          for t in (x, y)]
+        assert flags[1] == flags[0], value
+
+
+def smaller_of(x, y):
+    with d2s.no_grad():
+        bound = (y * 3).sum()
+    return min(x.sum(), bound), max(bound, x.mean() * 10)
+
+
+def test_min_and_max_of_tensors_give_the_winner_itself_as_eagerly():
+    converted = jit.to_static(smaller_of)
+    for value in (2.0, -2.0):  # x's sum wins one time, the no_grad bound the other
+        results = []
+        for f in (smaller_of, converted):
+            x = d2s.to_tensor(np.full((2, 3), value, "float32"), stop_gradient=False)
+            y = d2s.to_tensor(np.ones((2, 3), "float32"), stop_gradient=False)
+            outs = f(x, y)
+            leaves = [o for o in outs if not o.stop_gradient]
+            if leaves:
+                sum(o.sum() for o in leaves).backward()
+            results.append(([o.stop_gradient for o in outs], [o.numpy().tolist() for o in outs],
+                            None if x.grad is None else x.grad.numpy().tolist()))
+        assert results[1] == results[0], value
