@@ -141,53 +141,77 @@ def requires_grad(program: Program, sources, taken=None) -> set[str]:
     return _requires(block.ops, block, set(sources), taken)
 
 
-def branch_dependent_conds(program: Program, sources) -> list[tuple[int, int]]:
-    """(block index, op index) of the cond ops -- of block 0 or nested in the branches
-    of others, not in loops -- whose branches disagree on what of block 0 needs a
-    gradient (one computes an output from a source, the other a constant or under
-    no_grad), and of the conds around each of them."""
+def gradient_deciding_ops(program: Program, sources) -> list[tuple[int, int]]:
+    """(block index, op index) of the ops whose run may decide what of block 0 needs a
+    gradient: the cond ops (of block 0 or nested in the branches of others) and the
+    while ops outside loops -- all of them when one of them decides alone (a cond whose
+    branches disagree, one computing an output from a source and the other a constant
+    or under no_grad; a while whose outputs need one only if it runs at least once),
+    since their choices combine (a later `if` passing on what an earlier one chose);
+    else none."""
     block = program.global_block()
-    found = set()
-    for key, path in _conds(program, block, ()):
+    choices = list(_choices(program, block, ()))
+    for key, path in choices:
         around = dict(path)  # the conds around it, each taking the branch it is in
         alike = _requires(block.ops, block, set(sources), around)
         if any(_requires(block.ops, block, set(sources), {**around, key: branch}) != alike
                for branch in (True, False)):
-            found.update((key, *around))
-    return sorted(found)
+            return [k for k, _ in choices]
+    return []
 
 
-def _conds(program: Program, block: Block, path: tuple):
+def _choices(program: Program, block: Block, path: tuple):
     """((block index, op index), ((key, branch) of each cond around it, outer first)) of
-    each cond op of ``block`` and of their branches."""
+    each cond op of ``block`` and of their branches, and of each while op whose test can
+    be run again (it has no effects)."""
     for i, op in enumerate(block.ops):
+        key = (block.idx, i)
         if op.type == "cond":
-            key = (block.idx, i)
             yield key, path
             for branch in (True, False):
                 inner = program.blocks[op.attrs["true_block" if branch else "false_block"]]
-                yield from _conds(program, inner, (*path, (key, branch)))
+                yield from _choices(program, inner, (*path, (key, branch)))
+        elif op.type == "while" and all(
+                not get_op(inner.type).random and inner.output_names() and
+                not inner.sub_blocks()
+                for inner in program.blocks[op.attrs["cond_block"]].ops):
+            yield key, path
 
 
 def expose_predicates(program: Program, keys) -> dict[tuple[int, int], str]:
-    """A name of block 0 for the predicate of each cond op of ``keys`` (see
-    ``branch_dependent_conds``: the conds around a nested one are among them). A nested
-    cond's predicate becomes one more output of each cond around it (False from the
-    other branch, which the cond around it says ran). Changes ``program``."""
+    """A name of block 0 for what each op of ``keys`` (see ``gradient_deciding_ops``:
+    the conds around a nested one are among them) chose when it ran: a cond's
+    predicate, whether a while ran at least once (its test on its first values, run
+    again after it). A nested op's becomes one more output of each cond around it
+    (False from the other branch, which the cond around it says ran). Changes
+    ``program``."""
     parent = {}  # sub-block index -> (block index, op index, branch: "true" / "false")
-    for (b, i), _ in _conds(program, program.global_block(), ()):
+    for (b, i), _ in _choices(program, program.global_block(), ()):
         op = program.blocks[b].ops[i]
-        for which in ("true", "false"):
-            parent[op.attrs[f"{which}_block"]] = (b, i, which)
+        if op.type == "cond":
+            for which in ("true", "false"):
+                parent[op.attrs[f"{which}_block"]] = (b, i, which)
     names = {}
     for key in keys:
         b, i = key
-        name = program.blocks[b].ops[i].inputs["Cond"][0]
+        op = program.blocks[b].ops[i]
+        name = op.inputs["Cond"][0] if op.type == "cond" else _first_test(program, b, op)
         while b != 0:
             b, i, which = parent[b]
             name = _output_of_branch(program, b, program.blocks[b].ops[i], which, name)
         names[key] = name
     return names
+
+
+def _first_test(program: Program, block_index: int, op: Operator) -> str:
+    """The test of the while ``op`` on its first values, as ops appended to its block
+    (after the loop: its inputs are unchanged there); the name of its result."""
+    block = program.blocks[block_index]
+    start = len(block.ops)
+    mapping = _copy_ops_into(program, program.blocks[op.attrs["cond_block"]], block, {})
+    block.ops[start:start] = [Operator("assign", {"X": [x]}, {"Out": [mapping[arg]]})
+                              for x, arg in zip(op.inputs["X"], op.attrs["cond_args"])]
+    return mapping[op.attrs["cond_out"]]
 
 
 def _output_of_branch(program: Program, block_index: int, op: Operator, which: str,
@@ -335,9 +359,13 @@ def _sub_block_requires(op: Operator, block: Block, req: set, branch=None,
                         taken=None) -> list[str]:
     """The outputs of a cond or while op that a name of ``req`` reaches: those its
     branches (the one ``branch`` says, if not None) or loop body compute from one (a loop
-    to a fixed point over its carries)."""
+    to a fixed point over its carries; with ``branch`` False, a loop that never ran
+    passes its inputs on)."""
     blocks = block.program.blocks
     outer = {n for n in op.inputs.get("Input", []) if n in req}
+    if op.type == "while" and branch is False:  # it never ran: its outputs are its inputs
+        return [n for n, x in zip(op.outputs.get("Out", []), op.inputs.get("X", []))
+                if x in req]
     if op.type == "cond":
         outs = op.outputs.get("Out", [])
         reached = set()

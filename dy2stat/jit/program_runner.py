@@ -208,10 +208,10 @@ class ProgramRunner:
         backward_program = _with_block0_ops(full, backward_ops, data=saved_names)
         plans.differentiable = differentiable
         plans.forward_program = forward_program
-        # The conds whose branch decides what needs a gradient: their predicates are
-        # fetched (a nested one's through the conds around it) to say which branch ran.
+        # The conds whose branch (and the loops whose running at all) decides what needs
+        # a gradient: fetched (a nested one's through the conds around it) to say so.
         plans.branch_preds = runtime_backward.expose_predicates(
-            forward_program, runtime_backward.branch_dependent_conds(forward_program, wrt))
+            forward_program, runtime_backward.gradient_deciding_ops(forward_program, wrt))
         plans.pred_fetches = sorted(set(plans.branch_preds.values()) - set(saved_names))
         plans.forward = self._plan(("train_forward", needs, trainable), forward_program,
                                    self.feed_names,
@@ -334,9 +334,9 @@ class _Plans:
         self.seed_names, self.trainable, self.saved_names = seed_names, trainable, saved_names
         self.grad_fetches = [g for g in grad_names if g is not None]
         self.differentiable: set[str] = set()  # the names a gradient flows through
-        # (block, op index) of a cond whose branch decides what needs a gradient -> the
-        # name of block 0 its predicate is fetched as (see expose_predicates), read after
-        # each forward; and the program they are ops of.
+        # (block, op index) of a cond or while whose run decides what needs a gradient
+        # -> the name of block 0 its choice is fetched as (see expose_predicates), read
+        # after each forward; and the program they are ops of.
         self.branch_preds: dict[tuple[int, int], str] = {}
         self.pred_fetches: list[str] = []  # those of them not already saved for backward
         self.forward_program = None

@@ -447,3 +447,36 @@ def test_min_and_max_of_tensors_give_the_winner_itself_as_eagerly():
             results.append(([o.stop_gradient for o in outs], [o.numpy().tolist() for o in outs],
                             None if x.grad is None else x.grad.numpy().tolist()))
         assert results[1] == results[0], value
+
+
+def sum_over_a_tensor_count(x, n):
+    total = d2s.zeros([])
+    i = d2s.to_tensor(0)
+    while i < n:
+        total = total + (x * x).sum()
+        i += 1
+    return total
+
+
+def pick_after_a_loop(x, n):
+    best = d2s.zeros([])
+    for _ in range(n):
+        best = best + x.mean()
+    if n > 2:
+        return best
+    return best * 2
+
+
+@pytest.mark.parametrize("fn", [sum_over_a_tensor_count, pick_after_a_loop])
+def test_a_loop_that_runs_zero_times_leaves_a_constant_as_eagerly(fn):
+    converted = jit.to_static(fn)
+    for count in (0, 1, 3):
+        results = []
+        for f in (fn, converted):
+            x = d2s.to_tensor(np.full((2, 3), 0.5, "float32"), stop_gradient=False)
+            out = f(x, d2s.to_tensor(count))
+            if not out.stop_gradient:
+                out.backward()
+            results.append((out.stop_gradient, out.numpy().tolist(),
+                            None if x.grad is None else x.grad.numpy().tolist()))
+        assert results[1] == results[0], count
