@@ -137,9 +137,8 @@ class ProgramRunner:
         if plans.branch_preds:
             ran = [{**part, **dict(zip(plans.pred_fetches, p[n_out + n_saved:]))}
                    for part, p in zip(saved, parts)]
-            differentiable = set().union(*(runtime_backward.requires_grad(
-                plans.forward_program, plans.wrt,
-                {key: bool(values[pred]) for key, pred in plans.branch_preds.items()})
+            differentiable = set().union(*(plans.differentiable_when(
+                tuple(bool(values[pred]) for pred in plans.branch_preds.values()))
                 for values in ran))
         results = [Tensor(a, stop_gradient=name not in differentiable)
                    for a, name in zip(outs, self.fetch_names)]
@@ -339,9 +338,22 @@ class _Plans:
         # after each forward; and the program they are ops of.
         self.branch_preds: dict[tuple[int, int], str] = {}
         self.pred_fetches: list[str] = []  # those of them not already saved for backward
+        self._by_choices: dict[tuple, set] = {}  # the choices -> what needs a gradient
         self.forward_program = None
         self.hands_out = False  # the backward plan has hand_out ops (see _with_hand_outs)
         self.forward = self.backward = self.split = None
+
+    def differentiable_when(self, choices: tuple) -> set[str]:
+        """The names a gradient flows through when the ops of ``branch_preds`` chose
+        ``choices`` (in its order); kept for the next calls (a few combinations, as a
+        rule: at most 256 are kept)."""
+        found = self._by_choices.get(choices)
+        if found is None:
+            found = runtime_backward.requires_grad(
+                self.forward_program, self.wrt, dict(zip(self.branch_preds, choices)))
+            if len(self._by_choices) < 256:
+                self._by_choices[choices] = found
+        return found
 
 
 class _Split:
