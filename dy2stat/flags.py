@@ -53,8 +53,15 @@ _FLAGS = {
         lower.settings.enabled,
         "compile a plan called often to machine code through Numba, in the background, "
         "swapping it in when ready (on where Numba imports; plans compiled from then on): "
-        "the interpreted plan's numbers",
+        "the interpreted plan's numbers, but for small matmuls and sums along leading axes, "
+        "which add in another order (within its rounding)",
         lambda v: setattr(lower.settings, "enabled", v),
+    ),
+    "native_exact": (
+        lower.settings.exact,
+        "keep the native tier to the interpreted plan's bits: matmuls and sums along "
+        "leading axes stay NumPy calls (plans compiled from then on)",
+        lambda v: setattr(lower.settings, "exact", v),
     ),
     "native_after_calls": (
         lower.settings.after_calls,
@@ -63,9 +70,10 @@ _FLAGS = {
     ),
     "native_relaxed": (
         lower.settings.relaxed,
-        "opt-in: let the native tier also compile exp, log, tanh, sigmoid, pow, small "
-        "matmuls and sums along any axis, which it rounds unlike NumPy (within a few units "
-        "in the last place); plans compiled from then on",
+        "opt-in: let the native tier also compile exp, log, tanh, sigmoid, pow, and max "
+        "and min along leading axes, which it rounds unlike NumPy (within a few units in "
+        "the last place; a max of equal signed zeros may pick the other); plans compiled "
+        "from then on",
         lambda v: setattr(lower.settings, "relaxed", v),
     ),
     "native_cache_dir": (

@@ -495,7 +495,7 @@ def _not_capturable(xp, program: Program, fn: Function) -> str | None:
 
 def _attach_tier(plan: Plan, program: Program, feed_names, fetch_names, overlap_ops) -> None:
     """Let ``plan`` go native once called often, when some region of it lowers."""
-    lowering = lower.Lowering("cpu", relaxed=lower.settings.relaxed)
+    lowering = lower.Lowering("cpu", lower.settings.rounding)
     if not any(lower.regions.spans(program, b.ops, b.find_var, lowering)
                for b in program.blocks):
         return

@@ -3,7 +3,7 @@
 - ``rules``: the lowering table, one rule per (op, target);
 - ``cpu``: the CPU target's rules (loop code for Numba);
 - ``loops``: the CPU target's code generator (a region -> one function's source);
-- ``regions``: which runs of ops lower (``Lowering``: target, relaxed);
+- ``regions``: which runs of ops lower (``Lowering``: target, rounding);
 - ``native``: compiling with Numba, and the disk cache keyed by content;
 - ``tier``: when a plan goes native (called often; background thread; swap);
 - ``cuda``: the CUDA target's rules, and ``CudaLowering`` (a GPU plan's loops);
@@ -46,7 +46,7 @@ class NativeLowering:
         region, or None when it does not compile (warned: it stays interpreted)."""
         try:
             source = loops.region_source(program, ops, var_of, params, outs, constant_of,
-                                         self.lowering.relaxed)
+                                         self.lowering.rounding)
             dispatcher = native.compile_region(source.text, self.cache_root)
         except Exception as exc:  # noqa: BLE001 - the region stays interpreted
             warnings.warn(f"dy2stat: a region of {len(ops)} ops ({ops[0].type} ... "

@@ -15,18 +15,21 @@ generator (``loops.Emitter``). Exact rules reproduce NumPy bit for bit:
   elements) from 0; ``mean`` divides in float64 and rounds, as ``np.mean``
   does; integer sums add in int64.
 
+Rules that add in another order (``rounding="order"``, off with the flag
+``native_exact``): sums along leading axes in index order, and small
+products (``matmul`` of 1-D and 2-D operands with few rows, where loops beat
+a BLAS call) as loops.
+
 Relaxed rules (the flag ``native_relaxed``): ``exp``, ``log``, ``tanh``,
-``sin``, ``cos``, ``sigmoid``, ``pow`` from LLVM's math library, sums along
-other axes in index order, and small products (``matmul`` of 1-D and 2-D
-operands) as loops: each rounds within a few units in the last place of
-NumPy's.
+``sin``, ``cos``, ``sigmoid``, ``pow`` from LLVM's math library: each
+rounds within a few units in the last place of NumPy's.
 """
 
 from __future__ import annotations
 
 from dy2stat.runtime.lower.cpu_helpers import PAIRWISE, REDUCERS
 from dy2stat.runtime.lower.loops import TYPES, LoweringError, Val, literal
-from dy2stat.runtime.lower.rules import register_lowering
+from dy2stat.runtime.lower.rules import allows, register_lowering
 from dy2stat.runtime.passes.constant_folding import evaluate
 
 __all__ = []
@@ -38,16 +41,16 @@ def _var(var_of, op, slot: str, k: int = 0):
     return var_of(op.inputs[slot][k])
 
 
-def _floats_only(op, var_of, relaxed) -> bool:
+def _floats_only(op, var_of, rounding) -> bool:
     return all(var_of(n).dtype.kind == "f" for n in op.input_names() + op.output_names())
 
 
-def _not_bool(op, var_of, relaxed) -> bool:
+def _not_bool(op, var_of, rounding) -> bool:
     return all(var_of(n).dtype.kind != "b" for n in op.input_names())
 
 
-def elementwise(op: str, exact: bool = True, accepts=None):
-    return register_lowering(op, TARGET, "elementwise", exact, accepts)
+def elementwise(op: str, rounding: str = "exact", accepts=None):
+    return register_lowering(op, TARGET, "elementwise", rounding, accepts)
 
 
 # ------------------------------------------------------------ elementwise
@@ -130,7 +133,7 @@ def _clip(a, step):
     return x
 
 
-def _cast_accepts(op, var_of, relaxed) -> bool:
+def _cast_accepts(op, var_of, rounding) -> bool:
     """Casts whose conversion is defined for every value: to a float or bool, or
     between integers (float to int is undefined for NaN and out-of-range values)."""
     src, dst = _var(var_of, op, "X").dtype, var_of(op.outputs["Out"][0]).dtype
@@ -151,17 +154,18 @@ def _where(a, step):
 # Relaxed: LLVM's math library rounds these differently from NumPy's loops.
 for _op, _fn in {"exp": "np.exp", "log": "np.log", "tanh": "np.tanh", "sin": "np.sin",
                  "cos": "np.cos"}.items():
-    elementwise(_op, exact=False, accepts=_floats_only)(
+    elementwise(_op, rounding="library", accepts=_floats_only)(
         (lambda fn: lambda a, step: f"{fn}({a[0]})")(_fn))
 
 
-@elementwise("sigmoid", exact=False, accepts=_floats_only)
+@elementwise("sigmoid", rounding="library", accepts=_floats_only)
 def _sigmoid(a, step):
     one = literal(1, step.dtype)
     return f"{one} / ({one} + np.exp(-{a[0]}))"
 
 
-elementwise("pow", exact=False, accepts=_floats_only)(lambda a, step: f"{a[0]} ** {a[1]}")
+elementwise("pow", rounding="library", accepts=_floats_only)(
+    lambda a, step: f"{a[0]} ** {a[1]}")
 
 
 # -------------------------------------------------------------- constants
@@ -209,7 +213,7 @@ def normalized_axes(axis, ndim: int) -> tuple | None:
 
 
 def _reduce_accepts(kind):
-    def accepts(op, var_of, relaxed) -> bool:
+    def accepts(op, var_of, rounding) -> bool:
         x = _var(var_of, op, "X")
         axes = _axes(op, var_of)
         if axes is None or (kind == "mean" and x.dtype.kind != "f"):
@@ -217,7 +221,11 @@ def _reduce_accepts(kind):
         if kind in ("any", "all") and x.dtype.kind != "b":
             return False
         ndim = len(x.shape)
-        return relaxed or axes == tuple(range(ndim)) or axes == (ndim - 1,)
+        if axes in (tuple(range(ndim)), (ndim - 1,)):
+            return True  # NumPy's order
+        # along leading axes: sums add in index order, and a max or min picks between
+        # equal signed zeros unlike NumPy
+        return allows(rounding, "library" if kind in ("max", "min") else "order")
 
     return accepts
 
@@ -288,7 +296,7 @@ def _reduce_rows(ctx, kind, x, src, var, t, axes, keepdim):
 
 
 def _reduce_in_order(ctx, kind, x, src, var, t, axes, keepdim):
-    """Other axes (relaxed): each result accumulated over its elements in index order."""
+    """Leading axes: each result accumulated over its elements in index order."""
     ndim = len(x.shape)
     kept = [j for j in range(ndim) if j not in axes]
     shape = tuple(1 if j in axes else x.shape[j] for j in range(ndim)) if keepdim else \
@@ -340,13 +348,30 @@ for _kind in ("sum", "mean", "max", "min", "any", "all"):
 # ---------------------------------------------------------------- matmul
 
 
-def _matmul_accepts(op, var_of, relaxed) -> bool:
+# Loops beat a BLAS call on products of few rows (a vector times a matrix: the
+# loop along a row of y vectorizes) and on tiny ones; BLAS wins on the rest.
+FEW_ROWS, MOST_MACS, TINY_MACS = 8, 1 << 20, 4096
+
+
+def _matmul_accepts(op, var_of, rounding) -> bool:
     x, y = _var(var_of, op, "X"), _var(var_of, op, "Y")
-    return (x.dtype == y.dtype and x.dtype.kind == "f" and len(x.shape) in (1, 2)
-            and len(y.shape) in (1, 2))
+    if not (x.dtype == y.dtype and x.dtype.kind == "f" and len(x.shape) in (1, 2)
+            and len(y.shape) in (1, 2)) or any(d < 0 for d in x.shape + y.shape):
+        return False
+    m, k, n = _product_dims(x.shape, y.shape, op.attrs.get("transpose_x", False),
+                            op.attrs.get("transpose_y", False))
+    macs = m * k * n
+    return macs <= TINY_MACS or (m <= FEW_ROWS and n >= 16 and macs <= MOST_MACS)
 
 
-@register_lowering("matmul", TARGET, "op", exact=False, accepts=_matmul_accepts)
+def _product_dims(xs, ys, tx, ty) -> tuple:
+    """(rows of x, the summed length, columns of y) of a product of 1-D and 2-D operands."""
+    m, k = (1, xs[0]) if len(xs) == 1 else (xs[1], xs[0]) if tx else (xs[0], xs[1])
+    n = 1 if len(ys) == 1 else ys[0] if ty else ys[1]
+    return m, k, n
+
+
+@register_lowering("matmul", TARGET, "op", rounding="order", accepts=_matmul_accepts)
 def _matmul(ctx, node):
     """Rows of x times y, accumulated over k in order (vectorizable along y's rows)."""
     x, y = node.ins
@@ -395,7 +420,7 @@ def _scalar_predicate(var_of, name) -> bool:
     return var is not None and var.shape == () and var.dtype.kind == "b"
 
 
-def _cond_accepts(op, var_of, relaxed) -> bool:
+def _cond_accepts(op, var_of, rounding) -> bool:
     return _scalar_predicate(var_of, op.inputs["Cond"][0])
 
 
@@ -427,7 +452,7 @@ def _cond(ctx, node):
     return _results(ctx, refs, node.out_vars)
 
 
-def _while_accepts(op, var_of, relaxed) -> bool:
+def _while_accepts(op, var_of, rounding) -> bool:
     if op.outputs.get("Carries"):
         return False  # a training loop's saved iterations: a Python list
     return _scalar_predicate(var_of, op.attrs["cond_out"])

@@ -69,7 +69,7 @@ def _shapes_fit(op, var_of) -> bool:
     return True
 
 
-def _elementwise_accepts(op, var_of, relaxed) -> bool:
+def _elementwise_accepts(op, var_of, rounding) -> bool:
     if not _shapes_fit(op, var_of):
         return False
     opdef = OPS[op.type]
@@ -92,12 +92,12 @@ for _op in FUSABLE:
 
 
 @register_lowering("fused_elementwise", TARGET, "op",
-                   accepts=lambda op, var_of, relaxed: _shapes_fit(op, var_of))
+                   accepts=lambda op, var_of, rounding: _shapes_fit(op, var_of))
 def _fused(ctx, op, attrs, out_vars):
     return [cuda_loops.fused_expression(ctx, op, out_vars[0])]
 
 
-def _constant_accepts(op, var_of, relaxed) -> bool:
+def _constant_accepts(op, var_of, rounding) -> bool:
     (var,) = [var_of(n) for n in op.output_names()]
     return _has_c_type(var) and all(d >= 0 for d in var.shape)
 
@@ -114,12 +114,12 @@ for _op in ("full", "arange", "linspace", "eye"):
     register_lowering(_op, TARGET, "op", accepts=_constant_accepts)(_constant)
 
 
-register_lowering("assign", TARGET, "op", accepts=lambda op, var_of, relaxed: _shapes_fit(
+register_lowering("assign", TARGET, "op", accepts=lambda op, var_of, rounding: _shapes_fit(
     op, var_of))(lambda ctx, op, attrs, out_vars: [ctx.lookup(op.inputs["X"][0])])
 
 
 def _reduce_accepts(kind):
-    def accepts(op, var_of, relaxed) -> bool:
+    def accepts(op, var_of, rounding) -> bool:
         x = var_of(op.inputs["X"][0])
         (out,) = [var_of(n) for n in op.output_names()]
         if x is None or out is None or not (_has_c_type(x) and _has_c_type(out)):
@@ -154,7 +154,7 @@ def _scalar_bool(var_of, name) -> bool:
 
 
 @register_lowering("cond", TARGET, "control",
-                   accepts=lambda op, var_of, relaxed: _scalar_bool(var_of, op.inputs["Cond"][0]))
+                   accepts=lambda op, var_of, rounding: _scalar_bool(var_of, op.inputs["Cond"][0]))
 def _cond(ctx, op, attrs, out_vars):
     pred = ctx.lookup(op.inputs["Cond"][0])
     if pred.lane:
@@ -173,7 +173,7 @@ def _cond(ctx, op, attrs, out_vars):
     return results
 
 
-def _while_accepts(op, var_of, relaxed) -> bool:
+def _while_accepts(op, var_of, rounding) -> bool:
     return not op.outputs.get("Carries") and _scalar_bool(var_of, op.attrs["cond_out"])
 
 

@@ -116,8 +116,8 @@ def literal(value, dtype) -> str:
 class Emitter:
     """Writes one region's function; rules call back into it (see ``lower.cpu``)."""
 
-    def __init__(self, program, relaxed: bool, constant_of, var_of):
-        self.program, self.relaxed, self.constant_of = program, relaxed, constant_of
+    def __init__(self, program, rounding: str, constant_of, var_of):
+        self.program, self.rounding, self.constant_of = program, rounding, constant_of
         self.var_of = [var_of]  # per nesting level: the variables visible there
         self.lines: list[str] = []
         self.depth = 1
@@ -326,7 +326,7 @@ class Emitter:
             self.lower_op(op)
 
     def lower_op(self, op) -> None:
-        rule = rule_for(op.type, "cpu", self.relaxed)
+        rule = rule_for(op.type, "cpu", self.rounding)
         if rule is None:
             raise LoweringError(f"no cpu lowering for {op.type}")
         opdef = OPS[op.type]
@@ -385,12 +385,12 @@ def _reads_below(program, idx: int) -> set:
     return names
 
 
-def region_source(program, ops, var_of, params, outs, constant_of, relaxed) -> NativeSource:
+def region_source(program, ops, var_of, params, outs, constant_of, rounding) -> NativeSource:
     """The module of one region: ``ops`` (in order; ``var_of`` describes their
     names) computing ``outs`` from ``params`` ((name, var, host) of each free
     value, in the order the caller passes them); ``constant_of(name)`` gives a
     plan constant's array (None: not a constant)."""
-    emitter = Emitter(program, relaxed, constant_of, var_of)
+    emitter = Emitter(program, rounding, constant_of, var_of)
     for op in ops:
         _count_uses(program, op, emitter.uses)
     emitter.uses.update(outs)

@@ -27,16 +27,16 @@ DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "float32
 
 @dataclass(frozen=True)
 class Lowering:
-    """What a plan lowers to: the target, and whether rules that round
-    differently from NumPy may be used (``relaxed``)."""
+    """What a plan lowers to: the target, and the loosest rounding its rules may
+    have (``rules.ROUNDINGS``)."""
 
     target: str = "cpu"
-    relaxed: bool = False
+    rounding: str = "order"
 
 
 def lowerable(program: Program, op: Operator, var_of, lowering: Lowering) -> bool:
     """Whether ``op`` (its names looked up with ``var_of``) lowers on the target."""
-    rule = rule_for(op.type, lowering.target, lowering.relaxed)
+    rule = rule_for(op.type, lowering.target, lowering.rounding)
     if rule is None:
         return False
     names = op.input_names() + op.output_names()
@@ -47,7 +47,7 @@ def lowerable(program: Program, op: Operator, var_of, lowering: Lowering) -> boo
     if any(var_of(n).persistable for n in op.output_names()):
         return False
     if rule.accepts is not None and not rule.accepts(op, _with_blocks(program, op, var_of),
-                                                     lowering.relaxed):
+                                                     lowering.rounding):
         return False
     if op.type in CONTROL_FLOW:
         for idx in op.sub_blocks():

@@ -2,7 +2,7 @@
 
 A rule says how one op becomes code of one target (``"cpu"``: loop code
 compiled by Numba, see ``lower.cpu``; a ``"cuda"`` target registers its own
-rules the same way). ``rule_for(op, target, relaxed)`` looks one up; an op
+rules the same way). ``rule_for(op, target, rounding)`` looks one up; an op
 without a rule for a target keeps a region of that target from forming around
 it (it stays a kernel call of the interpreted plan), rather than being
 lowered by special cases.
@@ -17,12 +17,23 @@ Kinds of rules:
   products, constants), written through the code generator ``ctx``;
 - ``control``: a ``cond`` or ``while``, whose blocks ``ctx`` lowers in turn.
 
-``exact`` rules give the interpreted plan's bits (elementwise IEEE
-arithmetic, comparisons and selections; sums in NumPy's pairwise order).
-The others (transcendental functions from LLVM's math library, products
-and sums in another order) are used only when the tier is asked to be
-``relaxed`` (the flag ``native_relaxed``): they round differently, within a
-few units in the last place.
+How a rule rounds (``rounding``):
+
+- ``"exact"``: the interpreted plan's bits (elementwise IEEE arithmetic,
+  comparisons and selections; sums in NumPy's pairwise order);
+- ``"order"``: sums added in another order than NumPy's or BLAS's (small
+  products, sums along leading axes), within the rounding of a different
+  summation order. The tier uses them, as a reduction's order is not part of
+  its result (docs/performance.md);
+- ``"library"``: transcendental functions from LLVM's math library, a few
+  units in the last place from NumPy's. Used only when the tier is asked to
+  be ``relaxed`` (the flag ``native_relaxed``), as elementwise results are
+  otherwise bit for bit.
+
+A lowering allows rules up to one of these (``"order"`` unless the flags
+``native_exact`` or ``native_relaxed`` say otherwise); an ``accepts`` check
+sees it too, for an op whose rounding depends on its use (a sum along the
+last axis adds in NumPy's order, along the first in index order).
 """
 
 from __future__ import annotations
@@ -30,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["LOWERINGS", "Rule", "register_lowering", "rule_for"]
+__all__ = ["LOWERINGS", "ROUNDINGS", "Rule", "allows", "register_lowering", "rule_for"]
 
 
 @dataclass(frozen=True)
@@ -39,29 +50,39 @@ class Rule:
     target: str
     kind: str  # "elementwise", "op" or "control"
     emit: Callable
-    exact: bool = True  # the interpreted plan's bits
-    accepts: Callable | None = None  # accepts(op, var_of) -> bool: this use of the op lowers
+    rounding: str = "exact"  # "exact", "order" or "library" (see above)
+    accepts: Callable | None = None  # accepts(op, var_of, rounding) -> bool: this use lowers
 
 
+ROUNDINGS = ("exact", "order", "library")
 LOWERINGS: dict[tuple[str, str], Rule] = {}
 
 
-def register_lowering(op: str, target: str, kind: str, exact: bool = True, accepts=None):
+def register_lowering(op: str, target: str, kind: str, rounding: str = "exact",
+                      accepts=None):
     """Decorator: ``emit`` is how ``op`` lowers on ``target``."""
 
     def register(emit):
         key = (op, target)
+        if rounding not in ROUNDINGS:
+            raise ValueError(f"rounding {rounding!r} is not one of {ROUNDINGS}")
         if key in LOWERINGS:
             raise ValueError(f"op {op!r} has two lowerings for target {target!r}")
-        LOWERINGS[key] = Rule(op, target, kind, emit, exact, accepts)
+        LOWERINGS[key] = Rule(op, target, kind, emit, rounding, accepts)
         return emit
 
     return register
 
 
-def rule_for(op: str, target: str, relaxed: bool = False) -> Rule | None:
-    """The rule lowering ``op`` on ``target`` (None: it does not lower there)."""
+def allows(rounding: str, needed: str) -> bool:
+    """Whether a lowering allowing ``rounding`` may use a rule that rounds as ``needed``."""
+    return ROUNDINGS.index(needed) <= ROUNDINGS.index(rounding)
+
+
+def rule_for(op: str, target: str, rounding: str = "order") -> Rule | None:
+    """The rule lowering ``op`` on ``target`` within ``rounding`` (None: it does not
+    lower there)."""
     rule = LOWERINGS.get((op, target))
-    if rule is None or (not rule.exact and not relaxed):
+    if rule is None or not allows(rounding, rule.rounding):
         return None
     return rule

@@ -7,8 +7,8 @@ that lower (``regions``), the ``native_after_calls``-th call starts building
 its native form on a background thread: the same plan with each region one
 machine-code function (``lower.native``). When that is ready it is swapped
 in between two calls; a call already running finishes on the code it
-started with, and every call gives the same results either way (the rules
-are exact unless ``native_relaxed`` is on). A plan whose native code is
+started with, and every call gives the same results either way (bit for bit
+but for sums added in another order, see ``rules``). A plan whose native code is
 already in the disk cache (built by an earlier process: a marker under the
 plan's content hash says so) starts building at its first call, and loads
 instead of compiling.
@@ -41,14 +41,21 @@ MOST_WAIT_S = 2.0  # a build starts after this long even if traces keep coming
 
 
 class _Settings:
-    """The flags ``native_tier``, ``native_relaxed``, ``native_after_calls`` and
-    ``native_cache_dir`` (empty: the default, see ``native``)."""
+    """The flags ``native_tier``, ``native_exact``, ``native_relaxed``,
+    ``native_after_calls`` and ``native_cache_dir`` (empty: the default, see
+    ``native``)."""
 
     def __init__(self):
         self.enabled = native.available()
+        self.exact = False
         self.relaxed = False
         self.after_calls = 100
         self.cache_dir = ""
+
+    @property
+    def rounding(self) -> str:
+        """The loosest rounding the flags let rules have (``rules.ROUNDINGS``)."""
+        return "library" if self.relaxed else "exact" if self.exact else "order"
 
     @property
     def active(self) -> bool:

@@ -16,6 +16,7 @@ def test_defaults_and_reading():
                                  "batch_parallelism": False,  # opt-in: eager's rounding
                                  "batch_minor_layout": False,  # by default (performance.md)
                                  "native_tier": lower.native.available(),
+                                 "native_exact": False,  # products add in loop order
                                  "native_after_calls": 100,
                                  "native_relaxed": False,  # opt-in: another rounding
                                  "native_cache_dir": "",
