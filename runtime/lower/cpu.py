@@ -193,6 +193,7 @@ def _assign(ctx, node):
         return [Val("", var.dtype, (), ref=x.ref)]
     ref = ctx.fresh("a")
     ctx.line(f"{ref} = {ctx.array(x)}.copy()")
+    ctx.owned.add(ref)
     return [Val("", var.dtype, x.shape, ref=ref)]
 
 
@@ -409,6 +410,7 @@ def _matmul(ctx, node):
         return [Val("", var.dtype, (), ref=s)]
     out = ctx.fresh("a")
     ctx.line(f"{out} = {acc}.reshape(({', '.join(str(d) for d in shape)},))")
+    ctx.owned.add(out)  # the only reference to the sums
     return [Val("", var.dtype, shape, ref=out)]
 
 

@@ -128,6 +128,9 @@ class Emitter:
         self.helpers: dict[str, str] = {}
         self.const_args: list = []  # (param name, value)
         self._const_params: dict[int, str] = {}
+        # locals bound once to an array this region allocated (not an argument, a
+        # constant, or a value a cond or loop merged, which may be either)
+        self.owned: set[str] = set()
 
     # ---------------------------------------------------------------- text
     def fresh(self, prefix: str) -> str:
@@ -213,6 +216,7 @@ class Emitter:
         ref = self.fresh("a")
         dims = ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")
         self.line(f"{ref} = np.empty(({dims}), {TYPES[numpy.dtype(dtype).name]})")
+        self.owned.add(ref)
         return ref
 
     def zero_d(self, val: Val) -> str:
@@ -407,16 +411,18 @@ def region_source(program, ops, var_of, params, outs, constant_of, rounding) -> 
             types.append("nb.int64" if host else NUMBA_TYPES[var.dtype.name])
             emitter.define(name, Val(name, var.dtype, (), ref=ref))
     emitter.lower_ops(ops)
-    results = []
-    const_refs = {param for param, _ in emitter.const_args}
+    results, returned = [], set()
     for name in outs:
         val = emitter.lookup(name)
         if val.scalar:
             results.append(emitter.zero_d(val))
-        else:
-            ref = emitter.array(val)
-            # an argument or a constant is not the caller's to keep: a new array
-            results.append(f"{ref}.copy()" if ref in const_refs or ref in names else ref)
+            continue
+        ref = emitter.array(val)
+        # The caller may write into a result: each must be a new array of its own, not
+        # an argument, a constant, a value a branch or loop passed through, or another
+        # result.
+        results.append(ref if ref in emitter.owned and ref not in returned else f"{ref}.copy()")
+        returned.add(ref)
     names += [param for param, _ in emitter.const_args]
     types += [f"nb.types.Array({NUMBA_TYPES[v.dtype.name]}, {v.ndim}, 'C')"
               for _, v in emitter.const_args]

@@ -657,3 +657,40 @@ def test_a_converted_layer_trains_as_eager_within_rounding_once_native():
         np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=str(k))
     for a, b in zip(eager, converted):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
+def _passes_y_through_a_branch(x, y):
+    if x.mean() > -10.0:
+        a = y
+    else:
+        a = x
+    b = a * d2s.tanh(y)  # the plan multiplies into a's array: it must not be y's
+    return b + y
+
+
+def _passes_y_through_a_loop_that_never_runs(x, y):
+    a = y
+    i = d2s.zeros([], "int64")
+    while i < x.shape[0] - 3:
+        a = a * 0.5 + x
+        i += 1
+    b = a * d2s.tanh(y)
+    return b + y
+
+
+@needs_numba
+@pytest.mark.parametrize("fn", [_passes_y_through_a_branch,
+                                _passes_y_through_a_loop_that_never_runs])
+def test_a_region_returns_new_arrays_not_its_arguments(fn):
+    """A value a region's branch or loop passes through is copied out: the plan writes
+    into a region's results."""
+    d2s.set_flags({"native_after_calls": 1})
+    converted = d2s.jit.to_static(fn)
+    x = d2s.to_tensor(np.linspace(-1, 1, 12, dtype="float32").reshape(3, 4))
+    y = d2s.to_tensor(np.linspace(0, 2, 12, dtype="float32").reshape(3, 4))
+    converted(x, y)
+    plans = list(converted.concrete_program.runner._plans.values())
+    assert all(plan.wait_native(300) for plan in plans)
+    for _ in range(2):
+        np.testing.assert_array_equal(converted(x, y).numpy(), fn(x, y).numpy())
+    np.testing.assert_array_equal(y.numpy(), np.linspace(0, 2, 12, dtype="float32").reshape(3, 4))
