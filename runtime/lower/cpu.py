@@ -438,8 +438,8 @@ def _results(ctx, refs, out_vars) -> list[Val]:
 @register_lowering("cond", TARGET, "control", accepts=_cond_accepts)
 def _cond(ctx, node):
     a = node.attrs
-    for key in ("true_block", "false_block"):
-        ctx.ready_for_block(ctx.program, a[key])
+    for key, outs in (("true_block", "true_outs"), ("false_block", "false_outs")):
+        ctx.ready_for_block(ctx.program, a[key], a[outs])
     refs = [ctx.fresh("o") for _ in node.out_vars]
     ctx.line(f"if {node.ins[0].ref}:")
     for key, outs in (("true_block", "true_outs"), ("false_block", "false_outs")):
@@ -467,8 +467,8 @@ def _while(ctx, node):
     cond_block, body = program.blocks[a["cond_block"]], program.blocks[a["body_block"]]
     if not _scalar_predicate(cond_block.find_var, a["cond_out"]):
         raise LoweringError(f"{node.where}: the loop's predicate is not a 0-d bool")
-    for idx in (a["cond_block"], a["body_block"]):
-        ctx.ready_for_block(program, idx)
+    ctx.ready_for_block(program, a["cond_block"], [a["cond_out"]])
+    ctx.ready_for_block(program, a["body_block"], a["body_outs"])
     carried = [ctx.fresh("c") for _ in node.ins[0]]
     for ref, val in zip(carried, node.ins[0]):
         _assigned(ctx, ref, val)

@@ -277,6 +277,9 @@ class Emitter:
 
     def materialize(self, val: Val) -> None:
         """Write ``val``'s pending chain as one loop nest into a new array."""
+        if val.level < self.level:  # computed in one branch, it would be missing in the other
+            raise LoweringError(f"{val.name!r}, pending at block depth {val.level}, is needed "
+                                f"first at depth {self.level}")
         shape = val.shape
         out = self.new_array(shape, val.dtype)
         index = [self.fresh("i") for _ in shape]
@@ -370,9 +373,11 @@ class Emitter:
             self.var_of.pop()
             self.scopes.pop()
 
-    def ready_for_block(self, program, idx: int) -> None:
-        """Compute, before a nested block, the pending values it reads from here."""
-        for name in _reads_below(program, idx):
+    def ready_for_block(self, program, idx: int, yields=()) -> None:
+        """Compute, before a nested block, the pending values it reads from here
+        (its ops' inputs, and ``yields``: what it gives back, which may be a value
+        of this level passed through)."""
+        for name in _reads_below(program, idx) | set(yields):
             for scope in self.scopes:
                 v = scope.get(name)
                 if v is not None and v.lazy is not None:

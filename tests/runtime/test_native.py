@@ -694,3 +694,27 @@ def test_a_region_returns_new_arrays_not_its_arguments(fn):
     for _ in range(2):
         np.testing.assert_array_equal(converted(x, y).numpy(), fn(x, y).numpy())
     np.testing.assert_array_equal(y.numpy(), np.linspace(0, 2, 12, dtype="float32").reshape(3, 4))
+
+
+def _passes_a_pending_value_through_one_branch(x, y):
+    z = y * 2.0 + 1.0  # an elementwise chain the region computes lazily
+    if x.mean() > 0:
+        a = x + 1.0
+    else:
+        a = z
+    return a * z  # z is needed whichever branch ran
+
+
+@needs_numba
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_value_one_branch_passes_through_is_computed_before_the_branch(sign):
+    d2s.set_flags({"native_after_calls": 1})
+    converted = d2s.jit.to_static(_passes_a_pending_value_through_one_branch)
+    x = d2s.to_tensor(np.full((3, 4), sign, "float32"))
+    y = d2s.to_tensor(np.linspace(0, 2, 12, dtype="float32").reshape(3, 4))
+    converted(x, y)
+    plans = list(converted.concrete_program.runner._plans.values())
+    assert all(plan.wait_native(300) for plan in plans)
+    for value in (x, -x):
+        np.testing.assert_array_equal(converted(value, y).numpy(),
+                                      _passes_a_pending_value_through_one_branch(value, y).numpy())
