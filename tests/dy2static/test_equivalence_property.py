@@ -18,6 +18,11 @@ local run (`DY2STAT_FUZZ_BUDGET` sets how many statements an entry point holds, 
     python -m tests.dy2static.test_equivalence_property 0 2000   # failures grouped by class
 
 `DY2STAT_FUZZ_FEATURES=all` turns the known-failing constructs on too.
+
+The native tier runs the same kind of programs too, with every plan built native at its
+first call and each argument set called twice, so that the second call runs the native
+code: a few seeds by default (Numba compiles each region, about a second), or
+`DY2STAT_FUZZ_NATIVE_CASES` seeds from `DY2STAT_FUZZ_SEED`.
 """
 
 from __future__ import annotations
@@ -33,11 +38,13 @@ import signal
 import sys
 import tempfile
 import traceback
+import warnings
 
 import numpy as np
 import pytest
 
 import dy2stat as d2s
+from dy2stat.runtime import lower
 from dy2stat.static import nest
 from dy2stat.tensor import Tensor
 from tests.dy2static import program_generator as gen
@@ -45,6 +52,8 @@ from tests.dy2static import program_shrinker as shrinker
 
 CASES = int(os.environ.get("DY2STAT_FUZZ_CASES", "60"))
 FIRST_SEED = int(os.environ.get("DY2STAT_FUZZ_SEED", "0"))
+NATIVE_SEEDS = (range(FIRST_SEED, FIRST_SEED + int(os.environ["DY2STAT_FUZZ_NATIVE_CASES"]))
+                if "DY2STAT_FUZZ_NATIVE_CASES" in os.environ else [0, 6, 9, 120])
 FEATURES = (frozenset(gen.FEATURES) if os.environ.get("DY2STAT_FUZZ_FEATURES") == "all"
             else gen.DEFAULT_FEATURES)
 RTOL = 1e-5
@@ -313,6 +322,27 @@ def test_converted_program_gives_what_eager_gives(seed):
     failure = run_case(program)
     if failure is not None:
         pytest.fail(report(program, failure), pytrace=False)
+
+
+@pytest.fixture
+def native_at_once(monkeypatch):
+    """Every plan builds its native form at its first call, before the next."""
+    if not lower.native.available():
+        pytest.skip("needs Numba")
+    monkeypatch.setattr(lower.tier, "_submit", lambda function, *args: function(*args))
+    d2s.set_flags({"native_after_calls": 1})
+
+
+@pytest.mark.parametrize("seed", NATIVE_SEEDS)
+def test_native_plans_give_what_eager_gives(seed, native_at_once):
+    program = gen.generate(seed, FEATURES)
+    program = dataclasses.replace(program, inputs=[a for args in program.inputs
+                                                   for a in (args, args)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", lower.NativeTierWarning)  # a region left interpreted
+        failure = run_case(program)
+    if failure is not None:
+        pytest.fail(f"native: {report(program, failure)}", pytrace=False)
 
 
 def test_the_generated_programs_are_well_formed_and_use_every_construct():
