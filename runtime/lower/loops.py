@@ -412,6 +412,13 @@ def region_source(program, ops, var_of, params, outs, constant_of, rounding) -> 
         if var.shape:
             types.append(f"nb.types.Array({NUMBA_TYPES[var.dtype.name]}, {len(var.shape)}, 'C')")
             emitter.define(name, Val(name, var.dtype, emitter.dims_of(var, ref), ref=ref))
+            # The loops index with the program's dims: an argument of another shape
+            # runs the interpreted code instead (TypeError: the plan's fallback).
+            known = [f"{ref}.shape[{j}] != {d}" for j, d in enumerate(var.shape) if d >= 0]
+            if known:
+                emitter.line(f"if {' or '.join(known)}:")
+                with emitter.indented():
+                    emitter.line(f"raise TypeError({name + ': not the shape compiled for'!r})")
         else:
             types.append("nb.int64" if host else NUMBA_TYPES[var.dtype.name])
             emitter.define(name, Val(name, var.dtype, (), ref=ref))

@@ -28,7 +28,7 @@ import dy2stat as d2s
 from dy2stat.runtime import build, executor, lower
 from dy2stat.runtime.executor import Scope
 from dy2stat.runtime.ir import Operator, Program
-from dy2stat.runtime.lower import native, regions, rules
+from dy2stat.runtime.lower import loops, native, regions, rules
 from dy2stat.static import framework
 
 needs_numba = pytest.mark.skipif(not native.available(), reason="needs Numba")
@@ -434,6 +434,24 @@ def test_arguments_the_native_code_was_not_compiled_for_run_interpreted(floats):
              "s": np.array(2.0, "float32")}
     assert not feeds["x"].flags.c_contiguous
     floats.same_bits(feeds)
+
+
+@needs_numba
+def test_an_argument_of_another_shape_than_compiled_for_is_refused(tmp_path):
+    """The loops index with the program's dims: an array of other dims (a shape the
+    program declared wrongly) raises TypeError, which runs the interpreted code."""
+    p = Program()
+    g = p.global_block()
+    x = data(g, "x", (3, 4), "float32")
+    h = add(g, "relu", add(g, "scale", x, scale=2.0, bias=1.0))
+    source = loops.region_source(p, g.ops, g.find_var, [("x", x, False)], [h.name],
+                                 lambda name: None, "order")
+    region = native.compile_region(source.text, tmp_path)
+    good = RNG.standard_normal((3, 4)).astype("float32")
+    np.testing.assert_array_equal(region(good)[0], np.maximum(good * 2 + 1, 0))
+    for other in ((2, 4), (3, 5), (30, 40)):
+        with pytest.raises(TypeError, match="not the shape compiled for"):
+            region(np.ones(other, "float32"))
 
 
 # --------------------------------------------------------------- disk cache
