@@ -23,8 +23,8 @@ How a rule rounds (``rounding``):
   comparisons and selections; sums in NumPy's pairwise order);
 - ``"order"``: sums added in another order than NumPy's or BLAS's (small
   products, sums along leading axes), within the rounding of a different
-  summation order. The tier uses them, as a reduction's order is not part of
-  its result (docs/performance.md);
+  summation order. The tier uses them unless the flag ``native_exact`` is on
+  (docs/performance.md);
 - ``"library"``: transcendental functions from LLVM's math library, a few
   units in the last place from NumPy's. Used only when the tier is asked to
   be ``relaxed`` (the flag ``native_relaxed``), as elementwise results are
