@@ -177,6 +177,9 @@ class Plan:
             if dtype is None:
                 args.append(a)
                 continue
+            if type(a) is self._ndarray and a.dtype is dtype and a.shape == shape:
+                args.append(a)  # the common case: every dim known and matching
+                continue
             if type(a) is not self._ndarray:
                 a = self._as_array(name, a, dtype)
             if a.dtype is not dtype and a.dtype != dtype:

@@ -136,6 +136,8 @@ class Layer:
         if _mode.static:  # building a program: its ops record this layer's scope
             with framework.layer_scope(self):
                 return self._call(inputs, kwargs)
+        if not (self._forward_pre_hooks or self._forward_post_hooks):
+            return self.forward(*inputs, **kwargs)
         return self._call(inputs, kwargs)
 
     def _call(self, inputs, kwargs):
