@@ -491,7 +491,7 @@ def _while(ctx, node):
         nexts = []
         for val in vals:
             nexts.append(val.ref if val.scalar else ctx.array(val))
-        if carried:
-            ctx.line(f"{', '.join(carried)} = {', '.join(nexts)}{',' if len(nexts) == 1 else ''}")
+        if carried:  # all at once: a next value may read another's current one
+            ctx.line(f"{', '.join(carried)} = {', '.join(nexts)}")
     return _results(ctx, carried, node.out_vars)
 

@@ -101,12 +101,13 @@ def compile_region(text: str, root=None):
         stale = _cache_files(path)
         if not stale:
             raise
-        warnings.warn(f"dy2stat: ignored unreadable native cache files for {path.name} "
-                      f"({type(exc).__name__}: {exc}); compiling the region again",
-                      NativeTierWarning, stacklevel=2)
         for file in stale:
             file.unlink(missing_ok=True)
-        return _compile(path)
+        dispatcher = _compile(path)  # raises where the code itself does not compile
+        warnings.warn(f"dy2stat: ignored unreadable native cache files for {path.name} "
+                      f"({type(exc).__name__}: {exc}); compiled the region again",
+                      NativeTierWarning, stacklevel=2)
+        return dispatcher
 
 
 def _private(directory: pathlib.Path) -> pathlib.Path:

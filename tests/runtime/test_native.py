@@ -252,6 +252,21 @@ def w2():
 
 
 @needs_numba
+@pytest.mark.parametrize("start", [0.5, 300.0])  # 0 trips at 300
+def test_a_loop_carrying_one_value_is_one_native_function(start):
+    """One carried value: the loop's next value is that value, not a 1-tuple of it."""
+    def build_fn(x):
+        (h,) = d2s.static.nn.while_loop(lambda h: h.sum() < 100.0,
+                                        lambda h: [h * 2.0 + 1.0], [x])
+        return [h]
+
+    main, fetch = static_program(build_fn, ("x", [-1], "float32"))
+    pair = Pair(main, ["x"], fetch)  # a region left interpreted warns: an error here
+    assert any("while True:" in source for source in pair.native.native_regions)
+    pair.same_bits({"x": np.full(8, start, "float32")})
+
+
+@needs_numba
 @pytest.mark.parametrize("start", [1.0, 30.0, 2000.0, -5.0])  # 0 trips at 2000
 def test_a_loop_with_a_branch_and_a_counter_is_one_native_function(w2, start):
     for n in (1, 16, 33):
