@@ -298,8 +298,10 @@ class Function:
                     cuda_graphs.loop_accepts(self.mod.program, op)):
                 step.replays = True  # its counters stay on the device, in the graph
             elif op.type == "while":
-                step.counters = host_scalars.loop_counters(self.mod.program, op,
-                                                           self._constant_in)
+                counters = host_scalars.loop_counters(self.mod.program, op, self._constant_in)
+                # a counter starts from a constant this function holds (a region's code
+                # gets one defined before the region as an argument: an array)
+                step.counters = {k for k in counters if step.ins[0][k].const is not None}
             for fn in self._sub_functions(where, op, attrs, step.counters):
                 free_args = [self._read(n) for n in fn.free]
                 step.subs.append((fn, free_args))

@@ -345,6 +345,19 @@ def test_native_plans_give_what_eager_gives(seed, native_at_once):
         pytest.fail(f"native: {report(program, failure)}", pytrace=False)
 
 
+def test_every_native_build_of_a_loop_with_counters_in_a_backward_plan_succeeds(native_at_once):
+    """A region's own code keeps a loop counter an array when its start is an argument
+    (the build failed there, leaving the plan interpreted)."""
+    program = gen.generate(336, frozenset(gen.FEATURES))
+    program = dataclasses.replace(program, inputs=[a for args in program.inputs
+                                                   for a in (args, args)][:4])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", lower.NativeTierWarning)
+        failure = run_case(program)
+    assert failure is None, report(program, failure)
+    assert [str(w.message) for w in caught if "could not build" in str(w.message)] == []
+
+
 def test_the_generated_programs_are_well_formed_and_use_every_construct():
     programs = [gen.generate(s, FEATURES) for s in range(FIRST_SEED, FIRST_SEED + 200)]
     assert [p.seed for p in programs if not shrinker.well_formed(ast.parse(p.source))] == []
