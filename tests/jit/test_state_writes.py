@@ -375,15 +375,21 @@ def test_an_output_needs_a_gradient_as_eagerly_along_the_branch_the_call_took():
 
     converted = jit.to_static(paths)
     for sign in (1.0, -1.0):
-        flags = []
-        for fn in (paths, converted):
-            x = d2s.to_tensor(np.full((2, 3), sign, "float32"), stop_gradient=False)
-            y = d2s.to_tensor(np.ones((2, 3), "float32"), stop_gradient=False)
-            outs = fn(x, y)
-            flags.append([o.stop_gradient for o in outs])
-            sum(o.sum() for o in outs if not o.stop_gradient).backward()
-            flags[-1].append(x.grad.numpy().tolist())
+        flags = [_needs_and_gradients(fn, sign) for fn in (paths, converted)]
         assert flags[1] == flags[0]
+
+
+def _needs_and_gradients(fn, value) -> list:
+    """Which outputs of ``fn(x, y)`` stop the gradient (x filled with ``value``), then
+    the gradients of x and y through the others."""
+    x = d2s.to_tensor(np.full((2, 3), value, "float32"), stop_gradient=False)
+    y = d2s.to_tensor(np.ones((2, 3), "float32"), stop_gradient=False)
+    outs = fn(x, y)
+    flags = [o.stop_gradient for o in outs]
+    sum(o.sum() for o in outs if not o.stop_gradient).backward()
+    # (an input the path taken does not read: no gradient eagerly, zeros here)
+    return flags + [(np.zeros((2, 3)) if t.grad is None else t.grad.numpy()).tolist()
+                    for t in (x, y)]
 
 
 def nested_paths(x, y):
@@ -414,16 +420,7 @@ def early_return_paths(x, y):
 def test_a_nested_branch_decides_whether_an_output_needs_a_gradient_as_eagerly(fn):
     converted = jit.to_static(fn)
     for value in (2.0, 1.0, -1.0, -2.0):  # every path of both functions
-        flags = []
-        for f in (fn, converted):
-            x = d2s.to_tensor(np.full((2, 3), value, "float32"), stop_gradient=False)
-            y = d2s.to_tensor(np.ones((2, 3), "float32"), stop_gradient=False)
-            outs = f(x, y)
-            flags.append([o.stop_gradient for o in outs])
-            sum(o.sum() for o in outs if not o.stop_gradient).backward()
-            # (an input the path taken does not read: no gradient eagerly, zeros here)
-            flags[-1] += [(np.zeros((2, 3)) if t.grad is None else t.grad.numpy()).tolist()
-                          for t in (x, y)]
+        flags = [_needs_and_gradients(f, value) for f in (fn, converted)]
         assert flags[1] == flags[0], value
 
 
