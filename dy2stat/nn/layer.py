@@ -141,17 +141,15 @@ class Layer:
         return self._call(inputs, kwargs)
 
     def _call(self, inputs, kwargs):
-        if self._forward_pre_hooks:
-            for hook in list(self._forward_pre_hooks.values()):
-                result = hook(self, inputs)
-                if result is not None:
-                    inputs = result if isinstance(result, tuple) else (result,)
+        for hook in list(self._forward_pre_hooks.values()):
+            result = hook(self, inputs)
+            if result is not None:
+                inputs = result if isinstance(result, tuple) else (result,)
         outputs = self.forward(*inputs, **kwargs)
-        if self._forward_post_hooks:
-            for hook in list(self._forward_post_hooks.values()):
-                result = hook(self, inputs, outputs)
-                if result is not None:
-                    outputs = result
+        for hook in list(self._forward_post_hooks.values()):
+            result = hook(self, inputs, outputs)
+            if result is not None:
+                outputs = result
         return outputs
 
     def register_forward_pre_hook(self, hook: Callable) -> HookRemoveHelper:

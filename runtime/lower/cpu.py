@@ -380,18 +380,9 @@ def _matmul(ctx, node):
     a, b = ctx.array(x), ctx.array(y)
     tx, ty = node.attrs["transpose_x"], node.attrs["transpose_y"]
     xs, ys = x.shape, y.shape
-    if len(xs) == 1:
-        m, k, xi = 1, xs[0], (lambda i, p: f"{a}[{p}]")
-    elif tx:
-        m, k, xi = xs[1], xs[0], (lambda i, p: f"{a}[{p}, {i}]")
-    else:
-        m, k, xi = xs[0], xs[1], (lambda i, p: f"{a}[{i}, {p}]")
-    if len(ys) == 1:
-        n, yi = 1, (lambda p, j: f"{b}[{p}]")
-    elif ty:
-        n, yi = ys[0], (lambda p, j: f"{b}[{j}, {p}]")
-    else:
-        n, yi = ys[1], (lambda p, j: f"{b}[{p}, {j}]")
+    m, k, n = _product_dims(xs, ys, tx, ty)
+    x_at = "{p}" if len(xs) == 1 else "{p}, {i}" if tx else "{i}, {p}"  # x's element (i, p)
+    y_at = "{p}" if len(ys) == 1 else "{j}, {p}" if ty else "{p}, {j}"  # y's element (p, j)
     acc = ctx.fresh("a")
     ctx.line(f"{acc} = np.zeros(({m}, {n}), {TYPES[var.dtype.name]})")
     i, p, j, v = ctx.fresh("i"), ctx.fresh("i"), ctx.fresh("i"), ctx.fresh("t")
@@ -399,10 +390,10 @@ def _matmul(ctx, node):
     with ctx.indented():
         ctx.line(f"for {p} in range({k}):")
         with ctx.indented():
-            ctx.line(f"{v} = {xi(i, p)}")
+            ctx.line(f"{v} = {a}[{x_at.format(i=i, p=p)}]")
             ctx.line(f"for {j} in range({n}):")
             with ctx.indented():
-                ctx.line(f"{acc}[{i}, {j}] += {v} * {yi(p, j)}")
+                ctx.line(f"{acc}[{i}, {j}] += {v} * {b}[{y_at.format(p=p, j=j)}]")
     shape = tuple(d for d, keep in ((m, len(xs) > 1), (n, len(ys) > 1)) if keep)
     if not shape:
         s = ctx.fresh("s")
