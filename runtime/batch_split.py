@@ -296,14 +296,21 @@ def split_point(arrays: list, work: float) -> int | None:
     when it should run whole: splitting is off, a fed value has no batch axis or
     another batch size, the batch or its work is too small, or this is the
     worker thread itself."""
-    if not settings.enabled or not arrays:
+    if not settings.enabled or never_splits(arrays, work):
         return None
-    n = arrays[0].shape[0] if arrays[0].ndim else 0
-    if n < MIN_ROWS or n * work < MIN_WORK:
-        return None
+    n = arrays[0].shape[0]
     if any(a.ndim == 0 or a.shape[0] != n for a in arrays) or codegen.on_worker():
         return None
     return n // 2
+
+
+def never_splits(arrays: list, work: float) -> bool:
+    """Whether a call fed arrays of these shapes runs whole whatever the flags: its
+    batch or its work is too small."""
+    if not arrays:
+        return True
+    n = arrays[0].shape[0] if arrays[0].ndim else 0
+    return n < MIN_ROWS or n * work < MIN_WORK
 
 
 def halves(feeds: dict, kinds: dict, at: int) -> tuple[dict, dict]:

@@ -150,12 +150,16 @@ class Plan:
     def run_in_order(self, arrays: list, params, S: dict) -> list:
         """``run`` given the feeds' arrays in ``feed_names`` order and the values of
         ``persistables`` in their order; ``S`` takes the persistables the plan writes."""
+        return self.run_checked(self._checked_args(arrays), params, S)
+
+    def run_checked(self, args: list, params, S: dict) -> list:
+        """``run_in_order`` given feeds that passed ``_checked_args`` (or are of the very
+        types, dtypes and shapes of feeds that did)."""
         if self._until_native:
             self._until_native -= 1
             if self._until_native <= 0:
                 self._until_native = 0
                 self.tier.start(self)
-        args = self._checked_args(arrays)
         try:
             if not self._uses_worker:
                 return list(self._fn(S, *args, *params))

@@ -99,6 +99,20 @@ class ProgramRunner:
             _write_back(self.captured, values, self.written)
         return outs
 
+    def host_plan(self, arrays: list):
+        """(the forward plan, the captured tensors it reads) when a forward without tape
+        fed arrays of the shapes of ``arrays`` runs that plan directly on the host
+        (``run_arrays``' fastest path, never split), else None."""
+        if backend.cupy is not None or self.prologue is not None:
+            return None
+        host = self._host_forward
+        if host is None:
+            return None
+        plan, tensors, split = host
+        if split is not None and not batch_split.never_splits(arrays, split.work):
+            return None
+        return plan, tensors
+
     def __call__(self, inputs: list) -> list:
         """Run on eager tensors; returns output tensors (recorded on the tape if needed)."""
         arrays = [t._data for t in inputs]

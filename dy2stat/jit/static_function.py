@@ -31,6 +31,7 @@ import weakref
 
 from dy2stat.jit import arguments, settings
 from dy2stat.jit.program_runner import ProgramRunner
+from dy2stat.jit.repeat_call import RepeatCall
 from dy2stat.jit.step_record import argument_grad_error
 from dy2stat.jit.trace_record import TraceRecord, recording
 from dy2stat.mode import state
@@ -121,6 +122,7 @@ class ProgramCache:
 
     def __init__(self):
         self._programs: dict = {}  # key -> [ConcreteProgram], most recent last
+        self.repeat: RepeatCall | None = None  # the latest call's, when it can repeat
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._programs.values())
@@ -160,6 +162,7 @@ class ProgramCache:
 
     def clear(self) -> None:
         self._programs.clear()
+        self.repeat = None
 
 
 class StaticFunction:
@@ -208,12 +211,21 @@ class StaticFunction:
         instance = self._instance
         training = None if instance is None else getattr(instance, "training", None)
         if len(args) == self._tensors_only and not kwargs:
+            repeat = self.program_cache.repeat
+            if repeat is not None and not state.grad_enabled:
+                outs = repeat.run(args, training)
+                if outs is not None:
+                    self._local.last_key = repeat.key
+                    settings.state.last_function = self
+                    return outs
             # Every parameter given a Tensor by position: the key Arguments would make.
             key = arguments.tensors_key(args)
             if key is not None:
                 key = (key, training)
                 for concrete in self.program_cache._programs.get(key, ()):
                     if concrete.valid_for(()):  # Tensors are fed, never held by identity
+                        if not state.grad_enabled:
+                            self.program_cache.repeat = RepeatCall.of(key, concrete, args)
                         return self._run(concrete, key, args)
         bound = self._bind(args, kwargs)
         described = arguments.Arguments(self.__name__, bound, self._parameter_specs)

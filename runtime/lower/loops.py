@@ -173,6 +173,7 @@ class Emitter:
 
     def define(self, name: str, val: Val) -> Val:
         val.level = self.level
+        val.name = val.name or name  # what ``uses`` counts it by
         self.scopes[-1][name] = val
         return val
 
@@ -281,7 +282,7 @@ class Emitter:
             raise LoweringError(f"{val.name!r}, pending at block depth {val.level}, is needed "
                                 f"first at depth {self.level}")
         shape = val.shape
-        out = self.new_array(shape, val.dtype)
+        out = self._reusable(val) or self.new_array(shape, val.dtype)
         index = [self.fresh("i") for _ in shape]
         flags: dict = {}
         loads: dict = {}
@@ -326,6 +327,21 @@ class Emitter:
         self.line(f"{out}[{', '.join(index)}] = {result}")
         self.depth -= len(shape)
         val.ref, val.lazy = out, None
+
+    def _reusable(self, val: Val) -> str | None:
+        """An array of ``val``'s chain that the chain may overwrite as it goes: one this
+        region allocated at this block level, of the chain's shape and dtype, that
+        nothing else reads (each element is read before the same element is written)."""
+        pending = [val]
+        while pending:
+            rule, step, operands = pending.pop().lazy
+            for v in operands:
+                if v.lazy is not None:
+                    pending.append(v)
+                elif (v.ref in self.owned and self.uses[v.name] == 1 and v.level == self.level
+                      and v.shape == val.shape and v.dtype == val.dtype):
+                    return v.ref
+        return None
 
     # ---------------------------------------------------------------- ops
     def lower_ops(self, ops) -> None:

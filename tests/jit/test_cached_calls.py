@@ -51,3 +51,72 @@ def test_a_plan_fed_the_wrong_number_of_arrays_says_so():
     (plan,) = f.concrete_program.runner._plans.values()
     with pytest.raises(ValueError, match="takes 2 feeds"):
         plan.run_in_order([np.ones(2, "float32")], (), {})
+
+
+class _Scaled(nn.Layer):
+    """A Linear, a dropout and a Python attribute the trace reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, 3)
+        self.drop = nn.Dropout(0.5)
+        self.scale = 2.0
+
+    def forward(self, x):
+        return self.drop(self.linear(x)) * self.scale
+
+
+def _scaled_numpy(net, x):
+    return forward_numpy(net.linear, x.numpy()) * net.scale
+
+
+def test_repeated_calls_follow_shapes_dtypes_modes_attributes_and_parameters():
+    """Calls repeating the last one's shapes run its plan directly; every change of what
+    the program depends on still gives what the layer computes now."""
+    d2s.seed(0)
+    net = _Scaled()
+    net.eval()
+    static = d2s.jit.to_static(net)
+    x, wide, other = d2s.randn([2, 4]), d2s.randn([5, 4]), d2s.randn([2, 4], "float64")
+    with d2s.no_grad():
+        for _ in range(3):
+            np.testing.assert_allclose(static(x).numpy(), _scaled_numpy(net, x), rtol=1e-5)
+        assert static.forward.program_cache.repeat is not None  # the path is taken
+        np.testing.assert_allclose(static(wide).numpy(), _scaled_numpy(net, wide), rtol=1e-5)
+        np.testing.assert_allclose(static(x).numpy(), _scaled_numpy(net, x), rtol=1e-5)
+        got = static(other).numpy()
+        assert got.dtype == np.float64
+        np.testing.assert_allclose(got, _scaled_numpy(net, other), rtol=1e-5)
+        for _ in range(2):
+            net.scale = 3.0  # a value the trace read
+            np.testing.assert_allclose(static(x).numpy(), _scaled_numpy(net, x), rtol=1e-5)
+        net.linear.weight.set_value(net.linear.weight.numpy() - 1.0)
+        np.testing.assert_allclose(static(x).numpy(), _scaled_numpy(net, x), rtol=1e-5)
+        net.train()  # dropout now drops half the values and doubles the rest
+        dropped = static(d2s.ones([64, 4])).numpy()
+        kept = _scaled_numpy(net, d2s.ones([64, 4]))
+        assert (dropped == 0).any()
+        np.testing.assert_allclose(dropped[dropped != 0], 2 * kept[dropped != 0], rtol=1e-5)
+        net.eval()
+        for _ in range(2):
+            np.testing.assert_allclose(static(x).numpy(), _scaled_numpy(net, x), rtol=1e-5)
+        np.testing.assert_allclose(static(x.numpy()).numpy(), _scaled_numpy(net, x),
+                                   rtol=1e-5)  # an array, not a Tensor
+    y = static(x)  # recording gradients: the program's tape node
+    assert not y.stop_gradient
+    y.sum().backward()
+    bias_grad = np.full(3, 2 * 3.0)  # 2 rows, scale 3
+    np.testing.assert_allclose(net.linear.bias.grad.numpy(), bias_grad, rtol=1e-6)
+
+
+def test_a_cleared_cache_forgets_the_repeated_program():
+    static = d2s.jit.to_static(nn.Linear(3, 2))
+    x = d2s.randn([1, 3])
+    with d2s.no_grad():
+        static(x), static(x)
+        cache = static.forward.program_cache
+        assert cache.repeat is not None
+        cache.clear()
+        assert cache.repeat is None
+        np.testing.assert_allclose(static(x).numpy(), forward_numpy(static, x.numpy()),
+                                   rtol=1e-5, atol=1e-6)

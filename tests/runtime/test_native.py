@@ -355,6 +355,49 @@ def test_products_and_leading_sums_lower_by_default_within_rounding(rows):
     np.testing.assert_array_equal(got[-1], want[-1])  # integers add exactly in any order
 
 
+# (x's shape, y's shape, attrs): rows 1 to 8, summed lengths around the loops' unroll
+# (8 for one row, 4 for more: a remainder or none), 1-D operands and transposes.
+PRODUCTS = [((1, 7), (7, 16), {}), ((1, 8), (8, 33), {}), ((1, 19), (19, 16), {}),
+            ((19,), (19, 40), {}), ((2, 4), (4, 20), {}), ((3, 9), (9, 17), {}),
+            ((8, 33), (33, 16), {}), ((13, 5), (13, 24), {"transpose_x": True}),
+            ((5, 13), (9, 13), {"transpose_y": True}), ((4, 16), (16,), {}),
+            ((17,), (17,), {})]
+
+
+@pytest.fixture(scope="module")
+def products():
+    p = Program()
+    g = p.global_block()
+    feeds, outs = {}, []
+    for k, (xs, ys, attrs) in enumerate(PRODUCTS):
+        feeds[f"x{k}"] = RNG.standard_normal(xs).astype("float32")
+        feeds[f"y{k}"] = RNG.standard_normal(ys).astype("float32")
+        outs.append(add(g, "matmul", data(g, f"x{k}", xs, "float32"),
+                        data(g, f"y{k}", ys, "float32"), **attrs))
+    return Pair(p, list(feeds), [o.name for o in outs]), feeds
+
+
+def _in_index_order(x, y, transpose_x=False, transpose_y=False):
+    """x @ y in float32, each sum adding one term at a time in index order from 0."""
+    x = np.atleast_2d(x.T if transpose_x else x)
+    y = (y.T if transpose_y else y).reshape(x.shape[1], -1)
+    total = np.zeros((x.shape[0], y.shape[1]), np.float32)
+    for p in range(x.shape[1]):
+        total = total + x[:, p:p + 1] * y[p]
+    return total
+
+
+@needs_numba
+def test_products_add_each_sum_in_index_order(products):
+    pair, feeds = products
+    got, want = pair.both(feeds)
+    for k, (xs, ys, attrs) in enumerate(PRODUCTS):
+        order = _in_index_order(feeds[f"x{k}"], feeds[f"y{k}"], **attrs)
+        assert got[k].shape == want[k].shape, (xs, ys)
+        assert got[k].tobytes() == order.reshape(want[k].shape).tobytes(), (xs, ys, attrs)
+        np.testing.assert_allclose(got[k], want[k], rtol=2e-5, atol=1e-5)
+
+
 def test_only_products_that_loops_win_lower():
     def lowers(xs, ys, **attrs):
         p = Program()
@@ -368,6 +411,9 @@ def test_only_products_that_loops_win_lower():
     assert not lowers((64, 400), (64, 120), transpose_x=True)  # 400 rows, transposed
     assert not lowers((-1, 512), (512, 256))  # rows unknown
     assert not lowers((1, 4096), (4096, 512))  # past the size loops are kept to
+    # A transposed y is read across its rows: only tiny products of it lower.
+    assert not lowers((1, 512), (256, 512), transpose_y=True)
+    assert lowers((2, 16), (16, 16), transpose_y=True)
 
 
 @needs_numba
@@ -751,3 +797,34 @@ def test_a_value_one_branch_passes_through_is_computed_before_the_branch(sign):
     for value in (x, -x):
         np.testing.assert_array_equal(converted(value, y).numpy(),
                                       _passes_a_pending_value_through_one_branch(value, y).numpy())
+
+
+def _overwrites_what_nothing_else_reads(x, w, b):
+    h = d2s.nn.functional.relu(d2s.matmul(x, w) + b)  # into the product's own array
+    m = d2s.matmul(x, w)
+    k, q = m + b, m * 2.0  # m is read twice: neither overwrites it
+    outside = d2s.matmul(x, w)  # read once, but in every iteration of the loop
+    total = d2s.zeros([2, 16], "float32")
+    i = d2s.zeros([], "int64")
+    while i < 3:
+        total = total + outside * 2.0
+        i += 1
+    return h + k + q + total
+
+
+@needs_numba
+def test_a_chain_overwrites_only_arrays_nothing_else_reads():
+    d2s.set_flags({"native_after_calls": 1})
+    converted = d2s.jit.to_static(_overwrites_what_nothing_else_reads)
+    x, w, b = (d2s.to_tensor(RNG.standard_normal(s).astype("float32"))
+               for s in ((2, 6), (6, 16), (16,)))
+    converted(x, w, b)
+    (plan,) = converted.concrete_program.runner._plans.values()
+    assert plan.wait_native(300)
+    (region,) = plan.native_regions
+    assert "while True:" in region
+    xa, wa, ba = x.numpy(), w.numpy(), b.numpy()
+    m = _in_index_order(xa, wa)
+    want = np.maximum(m + ba, 0) + (m + ba) + m * 2 + (m * 2 + m * 2 + m * 2)
+    for _ in range(2):
+        np.testing.assert_allclose(converted(x, w, b).numpy(), want, rtol=1e-6, atol=1e-6)
