@@ -226,6 +226,84 @@ def test_reductions_of_edge_values_and_empty_arrays(reductions):
                               Scope())
 
 
+
+def _leading(x, kind, axes, keepdim):
+    """A reduction over ``axes`` adding (or comparing) one element at a time in index
+    order, as the loops of leading-axis reductions do."""
+    moved = np.moveaxis(x, axes, range(len(axes)))
+    flat = moved.reshape((-1,) + moved.shape[len(axes):])
+    if kind in ("max", "min"):
+        out = (np.maximum if kind == "max" else np.minimum).reduce(flat, axis=0)
+    elif kind in ("any", "all"):
+        out = (np.logical_or if kind == "any" else np.logical_and).reduce(flat, axis=0)
+    else:
+        out = np.zeros(flat.shape[1:], np.int64 if x.dtype.kind in "iub" else x.dtype)
+        for row in flat:
+            out = out + row
+        if kind == "mean":
+            out = (out.astype(np.float64) / len(flat)).astype(x.dtype)
+    return np.expand_dims(out, axes) if keepdim else out
+
+
+LEADING = [("sum", (0,), False), ("mean", (0, 1), True), ("sum", (1,), True),
+           ("mean", (0, 2), False), ("any", (0,), False), ("all", (1,), True),
+           ("sum", (0, 1), False)]
+
+
+@pytest.fixture(scope="module")
+def leading():
+    """Reductions along leading and middle axes of [2, -1, 5] arrays."""
+    p = Program()
+    g = p.global_block()
+    x, b = data(g, "x", (2, -1, 5), "float32"), data(g, "b", (2, -1, 5), "bool")
+    i = data(g, "i", (2, -1, 5), "int32")
+    outs = [add(g, kind, b if kind in ("any", "all") else x, axis=list(axes), keepdim=keep)
+            for kind, axes, keep in LEADING]
+    outs.append(add(g, "sum", i, axis=[0]))
+    return Pair(p, ["x", "b", "i"], [o.name for o in outs])
+
+
+@needs_numba
+@pytest.mark.parametrize("n", [1, 3, 40])
+def test_leading_axis_reductions_add_in_index_order(leading, n):
+    feeds = {"x": (RNG.standard_normal((2, n, 5)) * 1e3).astype("float32"),
+             "b": RNG.random((2, n, 5)) < 0.3, "i": RNG.integers(-9, 9, (2, n, 5), "int32")}
+    got, want = leading.both(feeds)
+    for k, (kind, axes, keep) in enumerate(LEADING):
+        x = feeds["b" if kind in ("any", "all") else "x"]
+        expected = _leading(x, kind, axes, keep)
+        assert got[k].shape == want[k].shape == expected.shape, (kind, axes)
+        assert got[k].tobytes() == expected.astype(got[k].dtype).tobytes(), (kind, axes)
+    assert got[-1].tobytes() == want[-1].tobytes()
+
+
+def test_reductions_larger_than_loops_pay_for_stay_numpy_calls():
+    def lowers(kind, shape, **attrs):
+        p = Program()
+        g = p.global_block()
+        x = data(g, "x", shape, "bool" if kind in ("any", "all") else "float32")
+        add(g, kind, x, **attrs)
+        return regions.lowerable(p, g.ops[0], g.find_var, regions.Lowering())
+
+    assert lowers("max", (4, 256)) and not lowers("max", (4, 257))
+    assert lowers("sum", (64, 128), axis=0) and not lowers("sum", (65, 128), axis=0)
+    assert lowers("any", (8192,)) and not lowers("all", (8193,))
+    assert lowers("sum", (-1, 4096), axis=-1)  # known when it runs: see below
+
+
+@needs_numba
+def test_a_reduction_found_too_large_as_it_runs_gives_way_to_the_interpreted_code():
+    """Sizes past what loops pay for, known only at run time: the region's interpreted
+    code runs, with its results."""
+    def build_fn(x):
+        y = d2s.nn.functional.relu(x * 2.0 - 1.0)
+        return [y.max(), y.sum(axis=-1), (y * 0.5).mean(axis=0)]
+
+    main, fetch = static_program(build_fn, ("x", [-1, 300], "float32"))
+    pair = Pair(main, ["x"], fetch)
+    for rows in (1, 3, 40):  # 300 to 12,000 elements
+        pair.same_bits({"x": RNG.standard_normal((rows, 300)).astype("float32")})
+
 # ----------------------------------------------------------- control flow
 
 
