@@ -112,6 +112,11 @@ def blas_libraries() -> tuple:
     return tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
 
 
+# Finding them takes a few milliseconds (importing threadpoolctl, scanning the loaded
+# libraries): done in the background from import on, not in a training step's first call.
+threading.Thread(target=blas_libraries, name="dy2stat-blas-lookup", daemon=True).start()
+
+
 class _Done:
     """A result already computed, read as a future's (``run_here``)."""
 
