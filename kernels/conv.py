@@ -514,7 +514,7 @@ def pool_2x2_loop(x, y):
 
 def _compile_pool_2x2():
     signatures = [f"void({t}[:, :, ::1], {t}[:, :, ::1])" for t in ("f4", "f8")]
-    return compiled.numba_njit()(signatures, cache=False)(pool_2x2_loop)
+    return compiled.numba_njit()(signatures, cache=False, nogil=True)(pool_2x2_loop)
 
 
 def _pool_2x2(x):
@@ -557,7 +557,7 @@ def pool_grad_2x2_loop(x, y, dy, dx):
 def _compile_pool_grad_2x2():
     signatures = [f"void({t}[:, :, ::1], {t}[:, :, ::1], {t}[:, :, ::1], {t}[:, :, ::1])"
                   for t in ("f4", "f8")]
-    return compiled.numba_njit()(signatures, cache=False)(pool_grad_2x2_loop)
+    return compiled.numba_njit()(signatures, cache=False, nogil=True)(pool_grad_2x2_loop)
 
 
 def _pool_grad_2x2(x, y, dy):
