@@ -22,27 +22,30 @@ class RepeatCall:
 
     __slots__ = ("key", "concrete", "training", "specs", "plan", "tensors")
 
-    def __init__(self, key, concrete, plan, tensors):
-        self.key = key  # (((kind, shape, dtype) per argument), training)
+    def __init__(self, key, concrete, arrays, plan, tensors):
+        self.key = key  # the call's cache key: (its arguments' part, training)
         self.concrete = concrete
-        self.specs = [(shape, dtype) for _, shape, dtype in key[0]]
+        self.specs = [(a.shape, a.dtype) for a in arrays]  # each argument's, exactly
         self.training = key[1]
         self.plan, self.tensors = plan, tensors  # the plan, the captured tensors it reads
 
     @classmethod
-    def of(cls, key, concrete, args: tuple) -> RepeatCall | None:
-        """The repeat path of a program called with ``args`` (``key`` their
-        ``tensors_key``), when its calls can take it: no writes to make after a run, no
-        argument a training step's backward reaches, its forward plan run directly
-        (``host_plan``)."""
-        if concrete.effects or concrete.reaching:
+    def of(cls, key, concrete, args: tuple, feeds: list) -> RepeatCall | None:
+        """The repeat path of a program called with the positional ``args`` under
+        ``key``, when its calls can take it: the arguments are the Tensors fed, in
+        order; nothing to write after a run, no argument a training step's backward
+        reaches, its forward plan run directly (``host_plan``)."""
+        if (concrete.effects or concrete.reaching or len(feeds) != len(args)
+                or any(type(a) is not Tensor or a is not f for a, f in zip(args, feeds))):
             return None
-        host = concrete.runner.host_plan([t._data for t in args])
-        return None if host is None else cls(key, concrete, *host)
+        arrays = [t._data for t in args]
+        host = concrete.runner.host_plan(arrays)
+        return None if host is None else cls(key, concrete, arrays, *host)
 
     def run(self, args: tuple, training):
         """The call's outputs, or None when it is not a repeat of this one."""
-        if training != self.training or not self.concrete.valid_for(()):
+        if (training != self.training or len(args) != len(self.specs)
+                or not self.concrete.valid_for(())):
             return None
         arrays = []
         for tensor, (shape, dtype) in zip(args, self.specs):

@@ -210,34 +210,40 @@ class StaticFunction:
             return function(*args, **kwargs)
         instance = self._instance
         training = None if instance is None else getattr(instance, "training", None)
+        repeat = self.program_cache.repeat
+        if repeat is not None and not kwargs and not state.grad_enabled:
+            outs = repeat.run(args, training)
+            if outs is not None:
+                self._local.last_key = repeat.key
+                settings.state.last_function = self
+                return outs
         if len(args) == self._tensors_only and not kwargs:
-            repeat = self.program_cache.repeat
-            if repeat is not None and not state.grad_enabled:
-                outs = repeat.run(args, training)
-                if outs is not None:
-                    self._local.last_key = repeat.key
-                    settings.state.last_function = self
-                    return outs
             # Every parameter given a Tensor by position: the key Arguments would make.
             key = arguments.tensors_key(args)
             if key is not None:
                 key = (key, training)
                 for concrete in self.program_cache._programs.get(key, ()):
                     if concrete.valid_for(()):  # Tensors are fed, never held by identity
-                        if not state.grad_enabled:
-                            self.program_cache.repeat = RepeatCall.of(key, concrete, args)
+                        self._keep_repeat(key, concrete, args, args)
                         return self._run(concrete, key, args)
         bound = self._bind(args, kwargs)
         described = arguments.Arguments(self.__name__, bound, self._parameter_specs)
         key = (described.key, training)
         for concrete in self.program_cache._programs.get(key, ()):  # ProgramCache.find
             if concrete.valid_for(described.identities):
+                if not kwargs and not described.identities:
+                    self._keep_repeat(key, concrete, args, described.feeds)
                 return self._run(concrete, key, described.feeds)
         with _first_call():  # a trace makes many objects and keeps most of them
             concrete = self._trace_for(key, bound, described)
             if concrete is not None:  # its first run compiles a plan
                 return self._run(concrete, key, described.feeds)
         return self._call_eagerly(args, kwargs)  # over the cache size limit: run as written
+
+    def _keep_repeat(self, key, concrete: ConcreteProgram, args: tuple, feeds: list) -> None:
+        """Let the next calls repeating this one (``repeat_call``) run its plan directly."""
+        if not state.grad_enabled:
+            self.program_cache.repeat = RepeatCall.of(key, concrete, args, feeds)
 
     def _run(self, concrete: ConcreteProgram, key, feeds):
         self._local.last_key = key

@@ -120,3 +120,35 @@ def test_a_cleared_cache_forgets_the_repeated_program():
         assert cache.repeat is None
         np.testing.assert_allclose(static(x).numpy(), forward_numpy(static, x.numpy()),
                                    rtol=1e-5, atol=1e-6)
+
+
+def test_repeated_calls_with_an_input_spec_defaults_and_star_args():
+    """The repeat path for calls bound through the signature: an input_spec, a default
+    left out, ``*args``; any other call still binds, checks and keys."""
+    static = d2s.jit.to_static(nn.Linear(3, 2), input_spec=[InputSpec([None, 3], "float32")])
+
+    @d2s.jit.to_static
+    def scaled(x, scale=2.0):
+        return x * scale
+
+    @d2s.jit.to_static
+    def total(*xs):
+        return sum(xs)
+
+    a, b = d2s.randn([4, 3]), d2s.randn([4, 3])
+    with d2s.no_grad():
+        for x in (a, b, a, d2s.randn([7, 3]), a):
+            np.testing.assert_allclose(static(x).numpy(), forward_numpy(static, x.numpy()),
+                                       rtol=1e-5, atol=1e-6)
+        assert static.forward.program_cache.repeat is not None
+        assert len(static.forward.program_cache) == 1  # one program for every batch
+        with pytest.raises(ValueError, match="input_spec"):
+            static(d2s.randn([4, 5]))
+        for _ in range(2):
+            np.testing.assert_allclose(scaled(a).numpy(), a.numpy() * 2, rtol=1e-6)
+        np.testing.assert_allclose(scaled(a, 3.0).numpy(), a.numpy() * 3, rtol=1e-6)
+        np.testing.assert_allclose(scaled(a, scale=4.0).numpy(), a.numpy() * 4, rtol=1e-6)
+        np.testing.assert_allclose(scaled(a).numpy(), a.numpy() * 2, rtol=1e-6)
+        for args in ((a, b), (b, a), (a,), (a, b, b), (b, a)):
+            np.testing.assert_allclose(total(*args).numpy(),
+                                       sum(t.numpy() for t in args), rtol=1e-6)
