@@ -35,6 +35,7 @@ from dy2stat.jit.repeat_call import RepeatCall
 from dy2stat.jit.step_record import argument_grad_error
 from dy2stat.jit.trace_record import TraceRecord, recording
 from dy2stat.mode import state
+from dy2stat.runtime import codegen
 from dy2stat.runtime.ir import Program
 from dy2stat.runtime.lower import tier
 from dy2stat.static import framework, nest
@@ -92,7 +93,9 @@ class ConcreteProgram:
 def _first_call():
     """Around a trace and its first run: Python's cycle collector off (a trace allocates
     far past its thresholds, and each full collection walks every object of the
-    process), and the native tier's background builds held back (``tier.foreground``)."""
+    process), the native tier's background builds held back (``tier.foreground``), and
+    the BLAS libraries looked up meanwhile (``codegen.look_up_blas_soon``)."""
+    codegen.look_up_blas_soon()
     with tier.foreground.tracing():
         collecting = gc.isenabled()  # a collector the user turned off stays off
         gc.disable()

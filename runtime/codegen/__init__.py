@@ -12,6 +12,7 @@
 from dy2stat.runtime.codegen.block import Function, Module
 from dy2stat.runtime.codegen.worker import (
     blas_on_one_thread,
+    look_up_blas_soon,
     on_worker,
     overlap,
     run_here,
@@ -19,5 +20,5 @@ from dy2stat.runtime.codegen.worker import (
     sharing_cores,
 )
 
-__all__ = ["Function", "Module", "blas_on_one_thread", "on_worker", "overlap", "run_here",
-           "run_on_worker", "sharing_cores"]
+__all__ = ["Function", "Module", "blas_on_one_thread", "look_up_blas_soon", "on_worker",
+           "overlap", "run_here", "run_on_worker", "sharing_cores"]

@@ -25,7 +25,8 @@ from dy2stat.runtime.ops.control_flow import CONTROL_FLOW
 from dy2stat.runtime.ops.conv import CHWN_FORMS
 
 __all__ = ["OVERLAPPABLE", "blas_on_one_thread", "choose_overlap", "heavy_ops_early",
-           "on_worker", "overlap", "run_here", "run_on_worker", "sharing_cores"]
+           "look_up_blas_soon", "on_worker", "overlap", "run_here", "run_on_worker",
+           "sharing_cores"]
 
 # Heavy kernels that spend most of their time with the GIL released (BLAS,
 # large copies and ufunc loops): what overlap may move to the worker thread.
@@ -112,9 +113,12 @@ def blas_libraries() -> tuple:
     return tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
 
 
-# Finding them takes a few milliseconds (importing threadpoolctl, scanning the loaded
-# libraries): done in the background from import on, not in a training step's first call.
-threading.Thread(target=blas_libraries, name="dy2stat-blas-lookup", daemon=True).start()
+@functools.cache
+def look_up_blas_soon() -> None:
+    """Start finding ``blas_libraries`` on a background thread (once): it takes a few
+    milliseconds (importing threadpoolctl, scanning the loaded libraries), which a
+    program's trace and compilation cover and its first run would otherwise pay."""
+    threading.Thread(target=blas_libraries, name="dy2stat-blas-lookup", daemon=True).start()
 
 
 class _Done:

@@ -258,11 +258,11 @@ def _reduce_rule(kind):
         ndim = len(x.shape)
         axes = normalized_axes(node.attrs["axis"], ndim)
         keepdim = node.attrs["keepdim"]
-        src = ctx.array(x)
         if any(isinstance(d, str) for d in x.shape):  # dims known only as it runs
             ctx.line(f"if {' * '.join(str(d) for d in x.shape)} > {MOST_REDUCED[kind]}:")
             with ctx.indented():
                 ctx.line(f"raise TypeError({node.where + ': larger than loops pay for'!r})")
+        src = ctx.array(x)  # after the check: a chain computed for nothing costs most
         if axes in (tuple(range(ndim)), (ndim - 1,)):
             return [_reduce_rows(ctx, kind, x, src, var, t, axes, keepdim)]
         return [_reduce_in_order(ctx, kind, x, src, var, t, axes, keepdim)]
