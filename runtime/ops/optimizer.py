@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import weakref
 
+import numpy
+
+from dy2stat.kernels import adam_loop
 from dy2stat.runtime import dtypes
 from dy2stat.runtime.registry import NONE, NUMBER, InputDtypeError, Meta, defop
 
@@ -107,7 +110,13 @@ def _adam_update(xp, param, g, moment1, moment2, lr_t, eps_t, beta1, beta2):
     """``m1 = beta1 * moment1 + (1 - beta1) * g``, ``m2 = beta2 * moment2 + (1 - beta2) *
     (g * g)`` and ``param - lr_t * (m1 / (sqrt(m2) + eps_t))``: the same operations in
     the same order (so the same bits), through one temporary instead of nine, which
-    keeps a large parameter's update in cache."""
+    keeps a large parameter's update in cache; on the host, once called often, in one
+    compiled loop (``kernels.adam_loop``: the same bits again)."""
+    if xp is numpy:
+        done = adam_loop.adam_update(param, g, moment1, moment2, lr_t, eps_t, beta1, beta2)
+        if done is not None:
+            return done
+
     def new(a):  # an array also for 0-d operands (a ufunc gives those a scalar)
         return xp.empty(a.shape, a.dtype)
 

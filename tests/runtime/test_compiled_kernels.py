@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from dy2stat.kernels import compiled, conv
+from dy2stat.kernels import adam_loop, compiled, conv
+from dy2stat.runtime.ops import optimizer
 
 pytest.importorskip("numba")
 
@@ -101,3 +102,67 @@ def test_windows_that_do_not_tile_stay_numpy(pool_grad_2x2):
         assert got.shape == x.shape
         np.testing.assert_allclose(got.sum(axis=(2, 3)), dy.sum(axis=(2, 3)), rtol=1e-5)
         assert np.count_nonzero(got) == dy.size
+
+
+# ------------------------------------------------------------------ Adam
+
+
+@pytest.fixture(scope="module")
+def adam_update():
+    loop = compiled.build_now("adam_update", adam_loop._compile)
+    assert loop is not None
+    return loop
+
+
+def _numpy_adam(*args):
+    loop = compiled._built.pop("adam_update")
+    try:
+        return optimizer._adam_update(np, *args)
+    finally:
+        compiled._built["adam_update"] = loop
+
+
+def _adam_operands(rng, dtype, shape):
+    param, grad, m1 = (rng.standard_normal(shape).astype(dtype) for _ in range(3))
+    m2 = np.abs(rng.standard_normal(shape)) * rng.choice([0.0, 1e-30, 1e-8, 1.0, 1e8], shape)
+    flat = grad.reshape(-1)
+    flat[: min(6, flat.size)] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40][: min(6, flat.size)]
+    return param, grad, m1, np.asarray(m2, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(7,), (120, 400), (3, 1, 5, 5), ()])
+def test_the_compiled_adam_update_keeps_numpys_bits(adam_update, dtype, shape):
+    """Each result bit for bit as the NumPy form's, with zeros, infinities, NaNs and
+    subnormal gradients, second moments of zero, and the step's scalars as the Adam
+    kernels compute them (0-d arrays of the dtype, Python floats for the betas)."""
+    rng = np.random.default_rng(len(shape))
+    param, grad, m1, m2 = _adam_operands(rng, dtype, shape)
+    b1p, b2p = np.asarray(0.9**3, dtype), np.asarray(0.999**3, dtype)
+    correction = np.sqrt(1 - b2p)
+    lr_t = np.asarray(1e-3, dtype) * correction / (1 - b1p)
+    args = (param, grad, m1, m2, lr_t, 1e-8 * correction, 0.9, 0.999)
+    with np.errstate(all="ignore"):
+        want = _numpy_adam(*args)
+        assert adam_loop.adam_update(*args) is not None  # the compiled loop takes these
+        got = optimizer._adam_update(np, *args)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        assert a.tobytes() == b.tobytes()
+
+
+def test_the_compiled_adam_update_leaves_other_operands_to_numpy(adam_update):
+    """Per-element learning rates (parameters at different steps), mixed dtypes and
+    strided views take the NumPy form (the loop declines them)."""
+    rng = np.random.default_rng(3)
+    param, grad, m1, m2 = _adam_operands(rng, "float32", (8, 6))
+    lr_rows = np.full(param.shape, 1e-3, "float32")
+    assert adam_loop.adam_update(param, grad, m1, m2, lr_rows, 1e-8, 0.9, 0.999) is None
+    assert adam_loop.adam_update(param, grad.astype("float64"), m1, m2, 1e-3, 1e-8, 0.9,
+                                 0.999) is None
+    assert adam_loop.adam_update(param.T, grad.T, m1.T, m2.T, 1e-3, 1e-8, 0.9, 0.999) is None
+    with np.errstate(all="ignore"):
+        got = optimizer._adam_update(np, param, grad, m1, m2, lr_rows, np.float32(1e-8), 0.9,
+                                     0.999)
+        want = _numpy_adam(param, grad, m1, m2, lr_rows, np.float32(1e-8), 0.9, 0.999)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
