@@ -577,7 +577,9 @@ class Function:
             inputs = tuple_text([ins[1][k] for k in sources])
             call = ", ".join(["S", ins[0][0], inputs, tuple_text(ins[2])]
                              + [v.ref for v in free])
-            return [f"    {targets(outs[0] + outs[1])}{runner}({call})"]
+            # The body's ops it recomputes may write the scope (running statistics):
+            # later readers of those names read them from there, as after a while.
+            return [f"    {targets(outs[0] + outs[1])}{runner}({call})"] + self._rebind(step)
         if step.outs and step.outs[0] and step.outs[0][0].host:
             return [f"    {outs[0][0]} = {self._host_expression(step)}"]
         fast = None if step.join >= 0 else calls.fast_call(mod, step, ins, out_kw)

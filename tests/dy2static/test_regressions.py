@@ -677,3 +677,55 @@ def break_then_read_after_the_loop(x):
 def test_a_name_a_break_may_leave_unassigned_and_read_after_the_loop_is_still_an_error():
     with pytest.raises(UndefinedVariableError, match="'t' is used here"):
         d2s.jit.to_static(break_then_read_after_the_loop)(d2s.to_tensor(POS))
+
+
+# ----------------------------- a layer with running statistics before and inside a loop
+# The backward of a `while` whose body calls a layer that updates running statistics
+# (BatchNorm in training) declared those statistics rebound after the loop's gradient,
+# but never read them back from the scope; an op after it that reads them (the gradient
+# of a branch that called the same layer earlier in the forward) raised
+# UnboundLocalError. Values, gradients and the running statistics must equal eager's.
+
+
+class _NormBeforeAndInLoop(nn.Layer):
+    def __init__(self, variant):
+        super().__init__()
+        self.variant = variant
+        self.bn = nn.BatchNorm1D(3)
+        self.linear = nn.Linear(3, 3)
+
+    def forward(self, x):
+        y = self.bn(x) if x.sum() > 0 else self.bn(-x)
+        if self.variant == "unused":
+            while x.mean() < 2.0:
+                x = x + 0.5
+                unused = self.bn(y)  # noqa: F841 - only its statistics update matters
+        elif self.variant == "used":
+            i = 0
+            while x.mean() < 2.0 and i < 4:
+                x = x + d2s.sigmoid(self.bn(x)) * 0.5
+                i += 1
+        else:  # a branch in the body
+            for _ in range(3):
+                if x.mean() < 1.0:
+                    x = x + self.bn(y).abs()
+        return self.linear(y) + x
+
+
+@pytest.mark.parametrize("variant", ["unused", "used", "branch"])
+@pytest.mark.parametrize("data", [POS, NEG, MIX])
+def test_running_statistics_updated_before_and_inside_a_loop(variant, data):
+    d2s.seed(3)
+    eager = _NormBeforeAndInLoop(variant)
+    converted = _NormBeforeAndInLoop(variant)
+    converted.set_state_dict(eager.state_dict())
+    d2s.jit.to_static(converted)
+    results = []
+    for model in (eager, converted):
+        x = d2s.to_tensor(data, stop_gradient=False)
+        out = model(x)
+        (grad,) = d2s.grad(out.sum(), [x])
+        results.append([out.numpy(), grad.numpy(), model.bn._mean.numpy(),
+                        model.bn._variance.numpy()])
+    for got, want in zip(results[1], results[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
