@@ -151,13 +151,35 @@ def gradient_deciding_ops(program: Program, sources) -> list[tuple[int, int]]:
     else none."""
     block = program.global_block()
     choices = list(_choices(program, block, ()))
+    memo = _RequiresMemo(program)
     for key, path in choices:
         around = dict(path)  # the conds around it, each taking the branch it is in
-        alike = _requires(block.ops, block, set(sources), around)
-        if any(_requires(block.ops, block, set(sources), {**around, key: branch}) != alike
-               for branch in (True, False)):
+        alike = _requires(block.ops, block, set(sources), around, memo)
+        if any(_requires(block.ops, block, set(sources), {**around, key: branch}, memo)
+               != alike for branch in (True, False)):
             return [k for k, _ in choices]
     return []
+
+
+class _RequiresMemo:
+    """What ``_requires`` found for a sub-block, by the names it started from and the
+    branches taken by the conds and loops inside that block: the same for every choice
+    elsewhere, so each sub-block is walked once per such case instead of once per choice
+    of the whole program (which made large programs' backward take minutes)."""
+
+    def __init__(self, program: Program):
+        self.found: dict = {}
+        self.within: dict[int, set] = {}  # block index -> it and the blocks nested in it
+        for b in program.blocks:
+            idx = b.idx
+            while idx >= 0:
+                self.within.setdefault(idx, set()).add(b.idx)
+                idx = program.blocks[idx].parent_idx
+
+    def key(self, block: Block, sources: set, taken) -> tuple:
+        inside = self.within.get(block.idx, ())
+        chosen = sorted((k, v) for k, v in (taken or {}).items() if k[0] in inside)
+        return block.idx, frozenset(sources), tuple(chosen)
 
 
 def _choices(program: Program, block: Block, path: tuple):
@@ -301,13 +323,12 @@ def _named_copy(block: Block, g: Var, name: str) -> Var:
     """``assign`` g into a variable called ``name`` (or ``name_<n>`` when taken)."""
     out = build.append(block, "assign", [g], {})
     program = block.program
-    if any(name in b.vars for b in program.blocks):
+    if name in program._taken_names():
         name = program.unique_name(name)
     del block.vars[out.name]
     out.name = name
-    block.vars[name] = out
+    block.add_var(out)
     block.ops[-1].outputs["Out"] = [name]
-    program.bump()
     return out
 
 
@@ -337,16 +358,27 @@ def _diff_outputs(op: Operator) -> list[str]:
     return op.output_names()
 
 
-def _requires(ops, block: Block, sources: set, taken=None) -> set:
+def _requires(ops, block: Block, sources: set, taken=None, memo=None) -> set:
     """Names that depend (differentiably) on a source: forward reachability (through a
     cond's or while's blocks, output by output; through only the branch ``taken`` gives
-    for a cond's index, where it gives one)."""
+    for a cond's index, where it gives one). ``memo`` (a ``_RequiresMemo``) keeps what
+    it found for sub-blocks."""
+    if memo is not None and block.idx != 0 and ops is block.ops:
+        key = memo.key(block, sources, taken)
+        found = memo.found.get(key)
+        if found is None:
+            found = memo.found[key] = _walk_requires(ops, block, sources, taken, memo)
+        return set(found)
+    return _walk_requires(ops, block, sources, taken, memo)
+
+
+def _walk_requires(ops, block: Block, sources: set, taken, memo) -> set:
     req = {n for n in sources if _is_float(block.find_var(n))}
     for index, op in enumerate(ops):
         if not any(n in req for n in _diff_inputs(op)):
             continue
         branch = taken.get((block.idx, index)) if taken else None
-        reached = (_sub_block_requires(op, block, req, branch, taken)
+        reached = (_sub_block_requires(op, block, req, branch, taken, memo)
                    if op.type in ("cond", "while") else _diff_outputs(op))
         for n in reached:
             var = block.find_var(n)
@@ -356,7 +388,7 @@ def _requires(ops, block: Block, sources: set, taken=None) -> set:
 
 
 def _sub_block_requires(op: Operator, block: Block, req: set, branch=None,
-                        taken=None) -> list[str]:
+                        taken=None, memo=None) -> list[str]:
     """The outputs of a cond or while op that a name of ``req`` reaches: those its
     branches (the one ``branch`` says, if not None) or loop body compute from one (a loop
     to a fixed point over its carries; with ``branch`` False, a loop that never ran
@@ -371,14 +403,14 @@ def _sub_block_requires(op: Operator, block: Block, req: set, branch=None,
         reached = set()
         for which in ("true", "false") if branch is None else ("true" if branch else "false",):
             sub = blocks[op.attrs[f"{which}_block"]]
-            inside = _requires(sub.ops, sub, outer, taken)
+            inside = _requires(sub.ops, sub, outer, taken, memo)
             reached |= {i for i, n in enumerate(op.attrs[f"{which}_outs"]) if n in inside}
         return [outs[i] for i in sorted(reached)]
     body = blocks[op.attrs["body_block"]]
     carried = {i for i, n in enumerate(op.inputs.get("X", [])) if n in req}
     while True:
         start = outer | {op.attrs["body_args"][i] for i in carried}
-        inside = _requires(body.ops, body, start, taken)
+        inside = _requires(body.ops, body, start, taken, memo)
         more = carried | {i for i, n in enumerate(op.attrs["body_outs"]) if n in inside}
         if more == carried:
             break

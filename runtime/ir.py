@@ -97,8 +97,13 @@ class Block:
         name = name or self.program.unique_name("tmp")
         if name in self.vars:
             raise ValueError(f"block {self.idx}: variable {name!r} is defined twice")
-        var = Var(name, tuple(int(d) for d in shape), np.dtype(dtype), **flags)
-        self.vars[name] = var
+        return self.add_var(Var(name, tuple(int(d) for d in shape), np.dtype(dtype), **flags))
+
+    def add_var(self, var: Var) -> Var:
+        """Put ``var`` in this block under its name (the program learns the name)."""
+        self.vars[var.name] = var
+        if self.program._taken is not None:
+            self.program._taken.add(var.name)
         self.program.bump()
         return var
 
@@ -117,6 +122,7 @@ class Program:
     def __init__(self):
         self.blocks: list[Block] = [Block(self, 0)]
         self._names = itertools.count()
+        self._taken: set | None = None  # see _taken_names
         self.version = 0  # bumped on every change: executors re-plan when it moves
         self.random_seed = 0
 
@@ -126,10 +132,24 @@ class Program:
 
     def unique_name(self, prefix: str) -> str:
         """A variable name starting with ``prefix`` that no block uses yet."""
+        taken = self._taken_names()
         while True:
             name = f"{prefix}_{next(self._names)}"
-            if all(name not in b.vars for b in self.blocks):
+            if name not in taken:
+                taken.add(name)
                 return name
+
+    def _taken_names(self) -> set:
+        """Every name a block of the program has used (made once, then kept up to date
+        by ``Block.create_var``, ``Block.add_var`` and ``unique_name``): checking a new
+        name against each block took time growing with the blocks of large programs."""
+        if self._taken is None:
+            self._taken = {n for b in self.blocks for n in b.vars}
+        return self._taken
+
+    def forget_names(self) -> None:
+        """Drop the set of used names (after replacing a block's table of variables)."""
+        self._taken = None
 
     def global_block(self) -> Block:
         """Block 0, the program's top level."""

@@ -274,7 +274,7 @@ def _rebuild(program: Program, ops_by_block: dict, var_names_by_block: dict,
         parent = new_idx[src.parent_idx] if src.parent_idx >= 0 else -1
         block = Block(result, new_idx[old], parent)
         for name in var_names_by_block.get(old, list(src.vars)):
-            block.vars[name] = dataclasses.replace(src.vars[name])
+            block.add_var(dataclasses.replace(src.vars[name]))
         for op in ops_by_block.get(old, src.ops):
             block.ops.append(_copy_op(op, new_idx))
         result.blocks.append(block)

@@ -472,7 +472,7 @@ class _ProgramReader:
                 self.fail(f"{vf}.dtype", f"unknown dtype {_short(dtype)} "
                                          f"(known: {dtypes.names(dtypes.ALL)})")
             flags = {k: self.flag(raw.get(k, False), f"{vf}.{k}") for k in _VAR_FLAGS}
-            block.vars[name] = Var(name, tuple(shape), _DTYPES[dtype], **flags)
+            block.add_var(Var(name, tuple(shape), _DTYPES[dtype], **flags))
 
     def op(self, block: Block, raw, field) -> Operator:
         """One op, checked as JSON (types of its fields); what the fields mean
