@@ -148,17 +148,38 @@ def gradient_deciding_ops(program: Program, sources) -> list[tuple[int, int]]:
     branches disagree, one computing an output from a source and the other a constant
     or under no_grad; a while whose outputs need one only if it runs at least once),
     since their choices combine (a later `if` passing on what an earlier one chose);
-    else none."""
+    else none. Branches disagree too when their outputs depend on different sources
+    (``self.a(x)`` in one, ``self.b(x)`` in the other): eagerly, only the parameters of
+    the branch that ran get a gradient."""
     block = program.global_block()
     choices = list(_choices(program, block, ()))
     memo = _RequiresMemo(program)
+    bits = _bits(sources)
     for key, path in choices:
         around = dict(path)  # the conds around it, each taking the branch it is in
-        alike = _requires(block.ops, block, set(sources), around, memo)
-        if any(_requires(block.ops, block, set(sources), {**around, key: branch}, memo)
-               != alike for branch in (True, False)):
+        alike = _reach(block.ops, block, bits, around, memo)
+        if any(_reach(block.ops, block, bits, {**around, key: branch}, memo) != alike
+               for branch in (True, False)):
             return [k for k, _ in choices]
     return []
+
+
+def _bits(sources) -> dict[str, int]:
+    """A bit of its own for each source name (the masks of ``_reach``)."""
+    return {name: 1 << k for k, name in enumerate(dict.fromkeys(sources))}
+
+
+def sources_reaching(program: Program, sources, targets, taken=None) -> set[str]:
+    """The ``sources`` (names) on which some name of ``targets`` (of block 0) depends
+    differentiably, along the branches ``taken`` (see ``requires_grad``): the sources a
+    backward from ``targets`` gives a gradient, as eagerly (where the run went)."""
+    block = program.global_block()
+    bits = _bits(sources)
+    reached = _reach(block.ops, block, bits, taken)
+    mask = 0
+    for name in targets:
+        mask |= reached.get(name, 0)
+    return {name for name, bit in bits.items() if mask & bit}
 
 
 class _RequiresMemo:
@@ -176,10 +197,10 @@ class _RequiresMemo:
                 self.within.setdefault(idx, set()).add(b.idx)
                 idx = program.blocks[idx].parent_idx
 
-    def key(self, block: Block, sources: set, taken) -> tuple:
+    def key(self, block: Block, start: dict, taken) -> tuple:
         inside = self.within.get(block.idx, ())
         chosen = sorted((k, v) for k, v in (taken or {}).items() if k[0] in inside)
-        return block.idx, frozenset(sources), tuple(chosen)
+        return block.idx, frozenset(start.items()), tuple(chosen)
 
 
 def _choices(program: Program, block: Block, path: tuple):
@@ -363,60 +384,75 @@ def _requires(ops, block: Block, sources: set, taken=None, memo=None) -> set:
     cond's or while's blocks, output by output; through only the branch ``taken`` gives
     for a cond's index, where it gives one). ``memo`` (a ``_RequiresMemo``) keeps what
     it found for sub-blocks."""
+    return set(_reach(ops, block, dict.fromkeys(sources, 1), taken, memo))
+
+
+def _reach(ops, block: Block, start: dict, taken=None, memo=None) -> dict:
+    """``_requires`` that also says which sources reach each name: ``start`` maps each
+    source to a bit mask (its own bit, say), the result each name reached to the union
+    of the masks of the sources it depends on."""
     if memo is not None and block.idx != 0 and ops is block.ops:
-        key = memo.key(block, sources, taken)
+        key = memo.key(block, start, taken)
         found = memo.found.get(key)
         if found is None:
-            found = memo.found[key] = _walk_requires(ops, block, sources, taken, memo)
-        return set(found)
-    return _walk_requires(ops, block, sources, taken, memo)
+            found = memo.found[key] = _walk_reach(ops, block, start, taken, memo)
+        return found
+    return _walk_reach(ops, block, start, taken, memo)
 
 
-def _walk_requires(ops, block: Block, sources: set, taken, memo) -> set:
-    req = {n for n in sources if _is_float(block.find_var(n))}
+def _walk_reach(ops, block: Block, start: dict, taken, memo) -> dict:
+    req = {n: m for n, m in start.items() if _is_float(block.find_var(n))}
     for index, op in enumerate(ops):
-        if not any(n in req for n in _diff_inputs(op)):
+        mask = 0
+        for n in _diff_inputs(op):
+            mask |= req.get(n, 0)
+        if not mask:
             continue
         branch = taken.get((block.idx, index)) if taken else None
-        reached = (_sub_block_requires(op, block, req, branch, taken, memo)
-                   if op.type in ("cond", "while") else _diff_outputs(op))
-        for n in reached:
+        reached = (_sub_block_reach(op, block, req, branch, taken, memo)
+                   if op.type in ("cond", "while") else dict.fromkeys(_diff_outputs(op), mask))
+        for n, m in reached.items():
             var = block.find_var(n)
-            if _is_float(var) and (not var.stop_gradient or n in sources):
-                req.add(n)
+            if _is_float(var) and (not var.stop_gradient or n in start):
+                req[n] = req.get(n, 0) | m
     return req
 
 
-def _sub_block_requires(op: Operator, block: Block, req: set, branch=None,
-                        taken=None, memo=None) -> list[str]:
-    """The outputs of a cond or while op that a name of ``req`` reaches: those its
-    branches (the one ``branch`` says, if not None) or loop body compute from one (a loop
-    to a fixed point over its carries; with ``branch`` False, a loop that never ran
-    passes its inputs on)."""
+def _sub_block_reach(op: Operator, block: Block, req: dict, branch=None, taken=None,
+                     memo=None) -> dict:
+    """The outputs of a cond or while op that a name of ``req`` reaches, with the masks
+    reaching them: those its branches (the one ``branch`` says, if not None) or loop body
+    compute from one (a loop to a fixed point over its carries; with ``branch`` False, a
+    loop that never ran passes its inputs on)."""
     blocks = block.program.blocks
-    outer = {n for n in op.inputs.get("Input", []) if n in req}
+    outer = {n: req[n] for n in op.inputs.get("Input", []) if n in req}
     if op.type == "while" and branch is False:  # it never ran: its outputs are its inputs
-        return [n for n, x in zip(op.outputs.get("Out", []), op.inputs.get("X", []))
-                if x in req]
+        return {n: req[x] for n, x in zip(op.outputs.get("Out", []), op.inputs.get("X", []))
+                if x in req}
     if op.type == "cond":
         outs = op.outputs.get("Out", [])
-        reached = set()
+        reached: dict[int, int] = {}
         for which in ("true", "false") if branch is None else ("true" if branch else "false",):
             sub = blocks[op.attrs[f"{which}_block"]]
-            inside = _requires(sub.ops, sub, outer, taken, memo)
-            reached |= {i for i, n in enumerate(op.attrs[f"{which}_outs"]) if n in inside}
-        return [outs[i] for i in sorted(reached)]
+            inside = _reach(sub.ops, sub, outer, taken, memo)
+            for i, n in enumerate(op.attrs[f"{which}_outs"]):
+                if n in inside:
+                    reached[i] = reached.get(i, 0) | inside[n]
+        return {outs[i]: reached[i] for i in sorted(reached)}
     body = blocks[op.attrs["body_block"]]
-    carried = {i for i, n in enumerate(op.inputs.get("X", [])) if n in req}
+    carried = {i: req[n] for i, n in enumerate(op.inputs.get("X", [])) if n in req}
     while True:
-        start = outer | {op.attrs["body_args"][i] for i in carried}
-        inside = _requires(body.ops, body, start, taken, memo)
-        more = carried | {i for i, n in enumerate(op.attrs["body_outs"]) if n in inside}
+        start = {**outer, **{op.attrs["body_args"][i]: m for i, m in carried.items()}}
+        inside = _reach(body.ops, body, start, taken, memo)
+        more = dict(carried)
+        for i, n in enumerate(op.attrs["body_outs"]):
+            if n in inside:
+                more[i] = more.get(i, 0) | inside[n]
         if more == carried:
             break
         carried = more
     outs = op.outputs.get("Out", [])
-    return [outs[i] for i in sorted(carried)]
+    return {outs[i]: carried[i] for i in sorted(carried)}
 
 
 class _Grads:

@@ -436,7 +436,7 @@ def _fused(program: Program, fetch_names, lowering, loop_graphs: bool = False) -
     for idx in protected:
         fused.blocks[idx].ops = copy.deepcopy(program.blocks[idx].ops)
         fused.blocks[idx].vars = copy.deepcopy(program.blocks[idx].vars)
-    fused.forget_names()
+    fused._forget_names()
     fused.bump()
     return fused
 

@@ -147,7 +147,7 @@ class Program:
             self._taken = {n for b in self.blocks for n in b.vars}
         return self._taken
 
-    def forget_names(self) -> None:
+    def _forget_names(self) -> None:
         """Drop the set of used names (after replacing a block's table of variables)."""
         self._taken = None
 

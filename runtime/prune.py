@@ -269,7 +269,7 @@ def _rebuild(program: Program, ops_by_block: dict, var_names_by_block: dict,
     result = Program()
     result.random_seed = program.random_seed
     result.blocks = []
-    result.forget_names()
+    result._forget_names()
     for old in order:
         src = program.blocks[old]
         parent = new_idx[src.parent_idx] if src.parent_idx >= 0 else -1

@@ -421,7 +421,7 @@ class _ProgramReader:
         if not raw_blocks:
             self.fail("blocks", "expected at least one block (the global block)")
         program.blocks = [self.block_header(raw, i, program) for i, raw in enumerate(raw_blocks)]
-        program.forget_names()
+        program._forget_names()
         for block, raw in zip(program.blocks, raw_blocks):
             self.block_vars(block, raw["vars"], f"blocks[{block.idx}].vars")
         for block, raw in zip(program.blocks, raw_blocks):

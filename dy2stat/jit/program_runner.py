@@ -147,18 +147,22 @@ class ProgramRunner:
         # As eager: an output needs a gradient when one can flow to it from an input or
         # parameter that needs one (not when no_grad computed it, say), along the
         # branches this call took.
-        differentiable = plans.differentiable
+        # The sources a gradient reaches too: a parameter of a branch that did not run
+        # gets none (None: every source the program's gradient reaches).
+        differentiable, reached = plans.differentiable, None
         if plans.branch_preds:
             ran = [{**part, **dict(zip(plans.pred_fetches, p[n_out + n_saved:]))}
                    for part, p in zip(saved, parts)]
-            differentiable = set().union(*(plans.differentiable_when(
-                tuple(bool(values[pred]) for pred in plans.branch_preds.values()))
-                for values in ran))
+            found = [plans.when(tuple(bool(values[pred])
+                                      for pred in plans.branch_preds.values()))
+                     for values in ran]
+            differentiable = set().union(*(names for names, _ in found))
+            reached = set().union(*(sources for _, sources in found))
         results = [Tensor(a, stop_gradient=name not in differentiable)
                    for a, name in zip(outs, self.fetch_names)]
         params = [self.captured[n] for n in trainable]
         node_inputs = [list(inputs), params]
-        op = _program_op(self, saved, plans, at)
+        op = _program_op(self, saved, plans, at, reached)
         node = Node(op, node_inputs, results, {}, [
             any(not t.stop_gradient for t in inputs), bool(params)])
         for i, t in enumerate(results):
@@ -237,9 +241,12 @@ class ProgramRunner:
         self._backward[key] = plans
         return plans
 
-    def run_backward(self, saved: list, douts: list, plans=None, at=None) -> tuple[list, list]:
+    def run_backward(self, saved: list, douts: list, plans=None, at=None,
+                     reached=None) -> tuple[list, list]:
         """Gradients for (inputs, trainable parameters) from output gradients;
-        ``saved`` holds the forward's kept values, per half when it ran split at ``at``."""
+        ``saved`` holds the forward's kept values, per half when it ran split at ``at``;
+        a source outside ``reached`` (when given: the branches the call took did not
+        reach it) gets None, as eagerly, not the zeros the program computes for it."""
         scope, where = self._scope()
         if plans is None:
             plans = self._backward_plans(scope.xp)
@@ -259,6 +266,8 @@ class ProgramRunner:
                 values = iter(batch_split.combine(split.grad_kinds, *parts))
             elif plans.hands_out:
                 def hand_out(index, values):
+                    if reached is not None and plans.trainable[index] not in reached:
+                        return  # a parameter the call's branches did not reach: None
                     tensor = self.captured[plans.trainable[index]]
                     if gradient_hooks.deliver(tensor, Tensor(values[0])):
                         delivered.add(index)
@@ -270,6 +279,8 @@ class ProgramRunner:
         grads = {}
         for name, g in zip(plans.wrt, plans.grad_names):
             grads[name] = next(values) if g is not None else None
+            if reached is not None and name not in reached:
+                grads[name] = None
         input_grads = []
         for name in self.feed_names:
             g = grads.get(name)
@@ -352,19 +363,22 @@ class _Plans:
         # after each forward; and the program they are ops of.
         self.branch_preds: dict[tuple[int, int], str] = {}
         self.pred_fetches: list[str] = []  # those of them not already saved for backward
-        self._by_choices: dict[tuple, set] = {}  # the choices -> what needs a gradient
+        self._by_choices: dict[tuple, tuple] = {}  # the choices -> see ``when``
         self.forward_program = None
         self.hands_out = False  # the backward plan has hand_out ops (see _with_hand_outs)
         self.forward = self.backward = self.split = None
 
-    def differentiable_when(self, choices: tuple) -> set[str]:
-        """The names a gradient flows through when the ops of ``branch_preds`` chose
-        ``choices`` (in its order); kept for the next calls (a few combinations, as a
-        rule: at most 256 are kept)."""
+    def when(self, choices: tuple) -> tuple[set[str], set[str]]:
+        """The names a gradient flows through, and the sources of ``wrt`` it reaches from
+        the fetched outputs, when the ops of ``branch_preds`` chose ``choices`` (in its
+        order); kept for the next calls (a few combinations, as a rule: at most 256 are
+        kept)."""
         found = self._by_choices.get(choices)
         if found is None:
-            found = runtime_backward.requires_grad(
-                self.forward_program, self.wrt, dict(zip(self.branch_preds, choices)))
+            taken = dict(zip(self.branch_preds, choices))
+            found = (runtime_backward.requires_grad(self.forward_program, self.wrt, taken),
+                     runtime_backward.sources_reaching(self.forward_program, self.wrt,
+                                                       self.targets, taken))
             if len(self._by_choices) < 256:
                 self._by_choices[choices] = found
         return found
@@ -443,12 +457,14 @@ def _write_back(captured: dict, values: dict, names) -> None:
             tensor._version += 1
 
 
-def _program_op(runner: ProgramRunner, saved: list, plans: _Plans, at) -> OpDef:
-    """The tape record of one program call: its backward runs the program's gradient."""
+def _program_op(runner: ProgramRunner, saved: list, plans: _Plans, at,
+                reached=None) -> OpDef:
+    """The tape record of one program call: its backward runs the program's gradient
+    (to the sources in ``reached``, when given)."""
 
     def grad(e, ins, outs, douts, attrs, need):
         (douts,) = douts
-        input_grads, param_grads = runner.run_backward(saved, douts, plans, at)
+        input_grads, param_grads = runner.run_backward(saved, douts, plans, at, reached)
         return [input_grads, param_grads]
 
     return OpDef(type="run_program", inputs=(Slot("X", variadic=True),

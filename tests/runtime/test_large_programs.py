@@ -54,7 +54,7 @@ def test_a_replaced_table_of_variables_is_learned_again():
     program.unique_name("tmp")
     block.vars = {"tmp_1": block.create_var((1,), "float32", name="x"),
                   "tmp_2": block.vars["x"]}
-    program.forget_names()
+    program._forget_names()
     assert {program.unique_name("tmp") for _ in range(3)}.isdisjoint({"tmp_1", "tmp_2"})
 
 
@@ -84,7 +84,7 @@ def _walks(monkeypatch, count: int) -> int:
     the ops of a sub-block."""
     program, sources = _chain_of_conds(count)
     calls = [0]
-    name = "_walk_requires" if hasattr(backward, "_walk_requires") else "_requires"
+    name = "_walk_reach" if hasattr(backward, "_walk_reach") else "_requires"
     walk = getattr(backward, name)
 
     def counted(ops, block, *args, **kwargs):
