@@ -182,6 +182,31 @@ def sources_reaching(program: Program, sources, targets, taken=None) -> set[str]
     return {name for name, bit in bits.items() if mask & bit}
 
 
+def sources_some_branches_reach(program: Program, sources, targets) -> set[str]:
+    """The ``sources`` a backward from ``targets`` reaches along some branches of the
+    program's tensor-dependent conds and not along others: eagerly, a run taking the
+    others leaves them without a gradient. (Loops are left out: whether one runs at all
+    decides too, but a loop that never runs is rare, and a loop over a batch's time
+    steps would be refused for it.)"""
+    block = program.global_block()
+    memo = _RequiresMemo(program)
+    bits = _bits(sources)
+    differ = 0
+    for key, path in _choices(program, block, ()):
+        if program.blocks[key[0]].ops[key[1]].type != "cond":
+            continue
+        around = dict(path)
+        masks = []
+        for branch in (True, False):
+            reached = _reach(block.ops, block, bits, {**around, key: branch}, memo)
+            mask = 0
+            for name in targets:
+                mask |= reached.get(name, 0)
+            masks.append(mask)
+        differ |= masks[0] ^ masks[1]
+    return {name for name, bit in bits.items() if differ & bit}
+
+
 class _RequiresMemo:
     """What ``_requires`` found for a sub-block, by the names it started from and the
     branches taken by the conds and loops inside that block: the same for every choice

@@ -68,6 +68,8 @@ class StepRecord:
         self.freed: set[int] = set()  # ids of forward ops a backward went through
         # Arguments a backward reaches: placeholder name -> where (the user's line).
         self.reaching: dict[str, str] = {}
+        # ids of the tensors whose gradient only some branches of the program give
+        self.sometimes_reached: set[int] = set()
 
     def __bool__(self) -> bool:
         return bool(self.slots or self.actions)
@@ -90,6 +92,21 @@ class StepRecord:
         for t in tensors:
             self._guard(Entry(t, "stop_gradient", None, t.stop_gradient,
                               f"{self._label(t)}.stop_gradient"))
+
+    def refuse_branch_gradients(self, tensors, optimizer: str) -> None:
+        """Raise when an update of ``tensors`` would see a gradient that only some
+        branches give: the program has zeros where eager mode has none, and
+        ``optimizer`` (not plain SGD) moves a parameter on a zero gradient."""
+        for t in tensors:
+            if id(t) in self.sometimes_reached:
+                raise TrainingStepError(
+                    f"{optimizer}.step() in converted code updates {self._label(t)}, whose "
+                    "gradient only some branches of a tensor-dependent `if` give: "
+                    "eagerly a call taking the others leaves it without a gradient, and "
+                    f"{optimizer} does not update it, but the program would update it with "
+                    "a zero gradient, which moves it. Call the optimizer outside the "
+                    "converted function (convert the Layer), or use SGD without weight "
+                    "decay")
 
     def set_grad(self, tensor: Tensor, value) -> None:
         slot = self.slots.get(id(tensor))
@@ -173,6 +190,9 @@ class StepRecord:
                 if not top.vars[name].stop_gradient:
                     raise argument_grad_error(name, where)
         wanted = [n for n in leaves if n in reached]
+        self.sometimes_reached.update(
+            id(leaves[n]) for n in runtime_backward.sources_some_branches_reach(
+                program, wanted, names))
         grads = runtime_backward.gradients(program, [r.desc for r in roots], wanted,
                                            [None if s is None else s.desc for s in seeds])
         with no_grad():  # the gradients are constants to the rest of the program

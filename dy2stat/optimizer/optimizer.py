@@ -157,7 +157,15 @@ class Optimizer:
             mode.recorder.steps.guard_trainable(params)
         with no_grad():
             pairs = [(p, p.grad) for p in params if not p.stop_gradient and p.grad is not None]
+            if mode.recorder is not None and not self._keeps_parameters_on_zero_gradients():
+                mode.recorder.steps.refuse_branch_gradients([p for p, _ in pairs],
+                                                            type(self).__name__)
             self._update_eager(pairs)
+
+    def _keeps_parameters_on_zero_gradients(self) -> bool:
+        """Whether a zero gradient leaves every parameter as it is (plain SGD: no state,
+        no decay), so that a program may update where eager mode has no gradient."""
+        return type(self).__name__ == "SGD" and self._regularizer is None
 
     def _update_eager(self, pairs) -> None:
         pairs = self._preprocess(pairs)

@@ -10,6 +10,7 @@ import pytest
 
 import dy2stat as d2s
 from dy2stat import nn
+from dy2stat.jit.step_record import TrainingStepError
 
 
 class TwoExperts(nn.Layer):
@@ -111,3 +112,63 @@ def test_an_input_only_the_other_branch_reads_gets_no_gradient(sign):
         assert (got is None) == (want is None)
         if want is not None:
             np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+# ------------------------------------------------- the update inside a converted step
+
+
+def _whole_step(model, opt):
+    def step(x):
+        loss = model(x).sum()
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+        return loss
+
+    return step
+
+
+class SharedBranches(nn.Layer):
+    """Both branches read the same layer: every call reaches its parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.a(x)
+        if h.mean() > 0:
+            return d2s.tanh(h)
+        return h * 0.5
+
+
+@pytest.mark.parametrize("cls", [TwoExperts, ThreeWays])
+@pytest.mark.parametrize("optimizer", ["Adam", "Momentum"])
+def test_an_update_inside_the_step_of_a_parameter_some_branches_skip_is_an_error(cls,
+                                                                                 optimizer):
+    """Eagerly, the update skips a parameter without a gradient; the program would move it
+    with zeros. So the trace refuses, at the user's `opt.step()` line."""
+    model = cls()
+    opt = getattr(d2s.optimizer, optimizer)(parameters=model.parameters(), learning_rate=0.1)
+    step = d2s.jit.to_static(_whole_step(model, opt))
+    with pytest.raises(TrainingStepError, match=r"(?s)only some branches.*opt\.step\(\)"):
+        step(d2s.to_tensor(_batches(1)[0]))
+
+
+@pytest.mark.parametrize("cls,optimizer", [(TwoExperts, "SGD"), (ThreeWays, "SGD"),
+                                           (SharedBranches, "Adam")])
+def test_an_update_inside_the_step_that_zeros_cannot_move_equals_eager(cls, optimizer):
+    """Plain SGD leaves a parameter as it is on a zero gradient, and a branch that every
+    call's parameters pass through decides nothing: both train as eagerly."""
+    eager, converted = _pair(cls)
+    steps = []
+    for model, convert in ((eager, False), (converted, True)):
+        opt = getattr(d2s.optimizer, optimizer)(parameters=model.parameters(),
+                                                 learning_rate=0.1)
+        step = _whole_step(model, opt)
+        steps.append(d2s.jit.to_static(step) if convert else step)
+    for x in _batches(6):
+        losses = [float(step(d2s.to_tensor(x))) for step in steps]
+        assert losses[1] == pytest.approx(losses[0], rel=1e-5)
+    for (name, p), (_, q) in zip(eager.named_parameters(), converted.named_parameters()):
+        np.testing.assert_allclose(q.numpy(), p.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
