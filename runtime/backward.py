@@ -153,7 +153,7 @@ def gradient_deciding_ops(program: Program, sources) -> list[tuple[int, int]]:
     the branch that ran get a gradient."""
     block = program.global_block()
     choices = list(_choices(program, block, ()))
-    memo = _RequiresMemo(program)
+    memo = _ReachMemo(program)
     bits = _bits(sources)
     for key, path in choices:
         around = dict(path)  # the conds around it, each taking the branch it is in
@@ -175,11 +175,7 @@ def sources_reaching(program: Program, sources, targets, taken=None) -> set[str]
     backward from ``targets`` gives a gradient, as eagerly (where the run went)."""
     block = program.global_block()
     bits = _bits(sources)
-    reached = _reach(block.ops, block, bits, taken)
-    mask = 0
-    for name in targets:
-        mask |= reached.get(name, 0)
-    return {name for name, bit in bits.items() if mask & bit}
+    return _named(bits, _mask_of(_reach(block.ops, block, bits, taken), targets))
 
 
 def sources_some_branches_reach(program: Program, sources, targets) -> set[str]:
@@ -189,26 +185,34 @@ def sources_some_branches_reach(program: Program, sources, targets) -> set[str]:
     decides too, but a loop that never runs is rare, and a loop over a batch's time
     steps would be refused for it.)"""
     block = program.global_block()
-    memo = _RequiresMemo(program)
+    memo = _ReachMemo(program)
     bits = _bits(sources)
     differ = 0
     for key, path in _choices(program, block, ()):
         if program.blocks[key[0]].ops[key[1]].type != "cond":
             continue
         around = dict(path)
-        masks = []
-        for branch in (True, False):
-            reached = _reach(block.ops, block, bits, {**around, key: branch}, memo)
-            mask = 0
-            for name in targets:
-                mask |= reached.get(name, 0)
-            masks.append(mask)
-        differ |= masks[0] ^ masks[1]
-    return {name for name, bit in bits.items() if differ & bit}
+        taken, not_taken = (_mask_of(_reach(block.ops, block, bits, {**around, key: branch},
+                                            memo), targets) for branch in (True, False))
+        differ |= taken ^ not_taken
+    return _named(bits, differ)
 
 
-class _RequiresMemo:
-    """What ``_requires`` found for a sub-block, by the names it started from and the
+def _mask_of(reached: dict, targets) -> int:
+    """The sources (a mask of ``_bits``) some name of ``targets`` depends on."""
+    mask = 0
+    for name in targets:
+        mask |= reached.get(name, 0)
+    return mask
+
+
+def _named(bits: dict, mask: int) -> set[str]:
+    """The names of ``bits`` whose bit ``mask`` has."""
+    return {name for name, bit in bits.items() if mask & bit}
+
+
+class _ReachMemo:
+    """What ``_reach`` found for a sub-block, by the names it started from and the
     branches taken by the conds and loops inside that block: the same for every choice
     elsewhere, so each sub-block is walked once per such case instead of once per choice
     of the whole program (which made large programs' backward take minutes)."""
@@ -407,7 +411,7 @@ def _diff_outputs(op: Operator) -> list[str]:
 def _requires(ops, block: Block, sources: set, taken=None, memo=None) -> set:
     """Names that depend (differentiably) on a source: forward reachability (through a
     cond's or while's blocks, output by output; through only the branch ``taken`` gives
-    for a cond's index, where it gives one). ``memo`` (a ``_RequiresMemo``) keeps what
+    for a cond's index, where it gives one). ``memo`` (a ``_ReachMemo``) keeps what
     it found for sub-blocks."""
     return set(_reach(ops, block, dict.fromkeys(sources, 1), taken, memo))
 
