@@ -19,6 +19,7 @@ from dy2stat.runtime import dtypes
 from dy2stat.runtime import ops as _all_ops  # noqa: F401  (registers every op)
 from dy2stat.runtime.registry import OPS, Meta, get_op
 from dy2stat.tensor import Tensor
+from dy2stat.unassigned import Unassigned
 
 _SCALARS = (int, float, bool)
 _NO_CUPY = not backend.has_cupy()
@@ -190,6 +191,8 @@ def _array_of(value, op):
         not _NO_CUPY and isinstance(value, backend.cupy.ndarray)
     ):
         return value
+    if isinstance(value, Unassigned):
+        raise value.error()
     raise TypeError(f"{op.type}: cannot use a {type(value).__name__} as a tensor input")
 
 

@@ -21,7 +21,11 @@ from dy2stat.dy2static.undefined import (
     AssignedFlags,
     Undefined,
     UndefinedReturnValue,
+    causes_of,
+    deferrable,
     has_maybe_undefined,
+    maybe_undefined,
+    raise_when_run,
 )
 from dy2stat.static import control_flow, nest
 
@@ -62,6 +66,19 @@ def _is_mixed(value) -> bool:
     leaves = nest.flatten(value)
     return any(values.is_tensor_like(v) for v in leaves) and all(
         values.is_tensor_like(v) or type(v) in _CONSTANT_LEAVES for v in leaves)
+
+
+class _Flagged:
+    """A slot's value after the `if` when only one branch (`branch`, "true" or "false")
+    assigns it: the op carries the value (a placeholder from the other branch) and
+    whether it is assigned, and reading it checks that when the program runs."""
+
+    def __init__(self, name: str, where, branch: str) -> None:
+        self.name, self.cause = name, (*where, branch)
+
+    def pack(self, outs):
+        value, assigned = outs
+        return maybe_undefined(value, assigned, self.name, (self.cause,))
 
 
 def _carried_leaves(value) -> tuple:
@@ -128,10 +145,11 @@ class _Exits:
                 names.update(unread)
         return names
 
-    def set_in_both(self, states) -> list[int]:
-        """The slots of the flags both branches set."""
+    def set_in_both(self, states, raised=(False, False)) -> list[int]:
+        """The slots of the flags both branches set (a branch that `raised` never goes on:
+        it sets them all)."""
         return [i for flag, i in self.index.items() if flag in self.exits and
-                all(s[i] is True or (b == 1 and flag == self.guard)
+                all(s[i] is True or (b == 1 and flag == self.guard) or raised[b]
                     for b, s in enumerate(states))]
 
 
@@ -145,8 +163,10 @@ def static_if(pred, true_fn, false_fn, get_state, set_state, names, where, exits
     first_block = len(program.blocks)
     # The slots whose value loops may have left unassigned: the op carries their flags.
     maybe = {i for i, v in enumerate(entry) if has_maybe_undefined(v)}
+    learnt = {}  # the causes of slots a branch made MaybeUndefined
     while True:
-        flags = AssignedFlags(_noticing_maybe(get_state, maybe), set_state, names, maybe, entry)
+        flags = AssignedFlags(_noticing_maybe(get_state, maybe), set_state, names, maybe, entry,
+                              causes=learnt)
         jumps = _Exits(flags.names, exits, guard, left, dead)  # by slot of the flags' state
         try:
             _trace_with_plans(pred, true_fn, false_fn, flags, where, flags.split(entry),
@@ -156,6 +176,7 @@ def static_if(pred, true_fn, false_fn, get_state, set_state, names, where, exits
             del program.blocks[first_block:]
             set_state(entry)
             maybe.add(new.slot)
+            learnt[new.slot] = new.causes
 
 
 def _trace_with_plans(pred, true_fn, false_fn, flags, where, init, program,
@@ -182,9 +203,9 @@ def _trace_with_plans(pred, true_fn, false_fn, flags, where, init, program,
 class _NewlyMaybe(Exception):
     """A branch left slot `slot` a MaybeUndefined: trace again carrying its flag."""
 
-    def __init__(self, slot: int) -> None:
+    def __init__(self, slot: int, causes: tuple) -> None:
         super().__init__(slot)
-        self.slot = slot
+        self.slot, self.causes = slot, causes
 
 
 def _noticing_maybe(get_state, maybe: set):
@@ -194,7 +215,7 @@ def _noticing_maybe(get_state, maybe: set):
         state = list(get_state())
         for i, value in enumerate(state):
             if i not in maybe and has_maybe_undefined(value):
-                raise _NewlyMaybe(i)
+                raise _NewlyMaybe(i, causes_of(value))
         return state
 
     return get
@@ -208,7 +229,7 @@ def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, pl
         seen["true_entry"] = values.snapshot(init)
         seen["true_marks"] = [_mark(v) for v in seen["true_entry"]]
         set_state(seen["true_entry"])
-        true_fn()
+        seen["true_raised"] = _run_branch(true_fn, seen["true_entry"], set_state)
         seen["true"] = list(get_state())
         seen["yield"] = [_true_yield(i, t, plans) for i, t in enumerate(seen["true"])]
         return seen["yield"]
@@ -217,13 +238,17 @@ def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, pl
         seen["false_entry"] = values.snapshot(init)
         false_marks = [_mark(v) for v in seen["false_entry"]]
         set_state(seen["false_entry"])
-        false_fn()
+        raised = (seen["true_raised"], _run_branch(false_fn, seen["false_entry"], set_state))
+        if all(raised):  # the statement raises whichever way it goes
+            raise raised[0]
         out, results = [], []
         state = list(get_state())
-        unread = (exits.unread(0, seen["true"]), exits.unread(1, state))
+        unread = tuple(None if raised[b] else exits.unread(b, s)
+                       for b, s in enumerate((seen["true"], state)))
         for i, f in enumerate(state):
             slot = _Slot(i, names[i], where, seen["true"][i], seen["yield"][i], f,
-                         [u is None or names[i] in u for u in unread], names[i] in exits.dead)
+                         [u is None or names[i] in u for u in unread], names[i] in exits.dead,
+                         plans.get(i))
             unchanged = _same(_mark(slot.t), seen["true_marks"][i]) and \
                 _same(_mark(f), false_marks[i])
             fy, result = slot.merge()
@@ -231,15 +256,34 @@ def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, pl
             results.append(init[i] if unchanged and result is _OUTPUT else result)
             if result is _ARRAY_OUTPUT:
                 out[-1] = fy.buffer
-        for i in exits.set_in_both((seen["true"], state)):
+        for i in exits.set_in_both((seen["true"], state), raised):
             results[i] = True  # jumped either way (a guard's false branch leaves a tensor)
         seen["results"] = results
         return out
 
     outs = control_flow.cond(pred, run_true, run_false)
     set_state([o if r is _OUTPUT else TensorArray(o) if r is _ARRAY_OUTPUT else
-               r.pack(o) if isinstance(r, _Mixed) else r
+               r.pack(o) if isinstance(r, (_Mixed, _Flagged)) else r
                for o, r in zip(outs, seen["results"])])
+
+
+def _run_branch(fn, entry, set_state) -> Exception | None:
+    """Trace the branch `fn`; the error it raised if it read a name no path assigned.
+
+    That branch becomes one that raises the error when the program runs it: eagerly, a
+    call that never takes it never raises (the other branch of an enclosing `if` always
+    jumped, say). Its state is left as on `entry`, and nothing after it reads what it
+    yields.
+    """
+    try:
+        fn()
+    except NameError as error:  # UnboundLocalError included
+        if not deferrable(error):
+            raise
+        raise_when_run(error)
+        set_state(entry)
+        return error
+    return None
 
 
 def _mark(value):
@@ -264,6 +308,10 @@ def _true_yield(i: int, t, plans: dict):
         kind, spec = plan
         if kind == "dtype":
             return values.constant(t, spec)
+        if kind == "flagged":  # the value (or a placeholder) and whether it is assigned
+            if type(t) is Undefined:
+                return values.placeholders(spec), values.constant(False, "bool")
+            return t, values.constant(True, "bool")
         return values.placeholders(spec)
     if _is_mixed(t):
         return _carried_leaves(t)
@@ -275,11 +323,12 @@ class _Slot:
     value after the `if` (_OUTPUT: the op's output)."""
 
     def __init__(self, index, name, where, t, ty, f, unread=(False, False),
-                 dead=False) -> None:
+                 dead=False, plan=None) -> None:
         self.index, self.name, self.where = index, name, where
         self.t, self.ty, self.f = t, ty, f
         self.unread = unread  # (true, false): nothing reads it after the branch (a jump)
         self.dead = dead  # nothing reads it after the `if`
+        self.plan = plan  # how a replan made the true branch yield it, or None
 
     def merge(self):
         try:
@@ -297,6 +346,8 @@ class _Slot:
 
     def _merge(self):
         t, ty, f = self.t, self.ty, self.f
+        if self.plan is not None and self.plan[0] == "flagged":
+            return self._flagged()
         if isinstance(t, TensorArray) and isinstance(f, TensorArray):
             return TensorArray(self._match(ty, f.buffer)), _ARRAY_OUTPUT
         if _grown_differently(t, f):
@@ -317,6 +368,8 @@ class _Slot:
                 fy = values.placeholders(ty)
                 if isinstance(f, UndefinedReturnValue) or self.unread[1]:
                     return fy, _OUTPUT
+                if _flaggable(t):
+                    raise _Replan(self.index, ("flagged", None))
                 return fy, self._undefined("true")
             raise self._mismatch(f"{values.describe(t)} in the true branch but "
                                  f"{values.describe(f)} in the false branch")
@@ -331,6 +384,9 @@ class _Slot:
         if isinstance(f, UndefinedReturnValue):
             return None, t
         if isinstance(t, Undefined):
+            if _flaggable(f):
+                spec = nest.pack_as(f, [values.Spec.of(v) for v in nest.flatten(f)])
+                raise _Replan(self.index, ("flagged", spec))
             return None, f if isinstance(f, Undefined) else self._undefined("false")
         if isinstance(f, Undefined):
             return None, t if self.unread[1] else self._undefined("true")
@@ -339,6 +395,17 @@ class _Slot:
         show = _leaves_described if nest.same_structure(t, f) else values.describe
         raise self._mismatch(f"{show(t)} in the true branch but "
                              f"{show(f)} in the false branch")
+
+    def _flagged(self):
+        """A value only one branch assigns (the true branch yields it and True, or a
+        placeholder and False): the false branch's yield alike, and a _Flagged result."""
+        value, _ = self.ty
+        if type(self.f) is Undefined:
+            fy = values.placeholders(value), values.constant(False, "bool")
+        else:
+            fy = self._match(value, self.f), values.constant(True, "bool")
+        return fy, _Flagged(self.name, self.where,
+                            "false" if type(self.t) is Undefined else "true")
 
     def _match_mixed(self, ty, t, f):
         """A container of tensors and Python values: the same values, tensors that match."""
@@ -422,6 +489,14 @@ class _Slot:
             f"the same type (tensors of one dtype and rank, or the same Python value){hint}",
             *self.where,
         )
+
+
+def _flaggable(value) -> bool:
+    """Whether a value only one branch assigns can be carried with a flag: tensors (or a
+    tuple, list or dict of them), not tensor arrays or Python values."""
+    leaves = nest.flatten(value)
+    return bool(leaves) and all(values.is_tensor_like(v) and not values.is_number(v)
+                                for v in leaves)
 
 
 def _grown_differently(t, f) -> bool:

@@ -6,11 +6,14 @@ value raises what Python raises (UnboundLocalError naming `y`). On the static pa
 that defines `y` while the other does not yields an Undefined that carries the reason; using
 it raises an UndefinedVariableError naming `y`, the branch or loop and the user's line.
 
-A name first assigned in a tensor-dependent loop is assigned only if the loop runs, which
-is known when the program runs: after the loop it is a `MaybeUndefined`, a Variable that
-carries a bool Variable `assigned`. Where it is read, an `assert` op checks the flag and
-raises UnboundLocalError naming it and the loop; a path that does not read it never
-checks. `cond` and `while` ops carry the flag along with the value (`AssignedFlags`).
+A name first assigned in a tensor-dependent loop is assigned only if the loop runs, and a
+name only one branch of a tensor-dependent `if` assigns only if that branch runs, which is
+known when the program runs: after the loop or `if` it is a `MaybeUndefined`, a Variable
+that carries a bool Variable `assigned`. Where it is read, an `assert` op checks the flag
+and raises UnboundLocalError naming it and the loop or `if`; a path that does not read it
+never checks. `cond` and `while` ops carry the flag along with the value (`AssignedFlags`).
+A tensor-dependent branch that reads a name no path assigned raises the same error when
+the program runs that branch (`raise_when_run`), not while the program is built.
 """
 
 from __future__ import annotations
@@ -18,15 +21,26 @@ from __future__ import annotations
 from dy2stat.dy2static.errors import Dy2StaticError
 from dy2stat.runtime.registry import get_op
 from dy2stat.static import nest
-from dy2stat.static.builder import static_apply
+from dy2stat.static.builder import error_location, raised_in_users_code, static_apply
 from dy2stat.static.variable import Variable
+from dy2stat.unassigned import Unassigned
 
 
 class UndefinedVariableError(Dy2StaticError, UnboundLocalError):
     """A variable used where a tensor-dependent branch or loop may have left it unassigned."""
 
 
-class Undefined:
+class UnassignedReadError(UnboundLocalError):
+    """Python's error, with Python's message, for a read of a name that no executed
+    assignment bound (told apart from an UnboundLocalError of code dy2stat did not
+    convert)."""
+
+
+READ_ERRORS = (UnassignedReadError, UndefinedVariableError)
+"""What reading an Undefined raises."""
+
+
+class Undefined(Unassigned):
     """The value of a name that no executed assignment has bound; every use raises."""
 
     __slots__ = ("name", "reason", "where")
@@ -41,7 +55,7 @@ class Undefined:
     def error(self) -> Exception:
         """The exception a use of this value raises."""
         if self.reason is None:
-            return UnboundLocalError(
+            return UnassignedReadError(
                 f"cannot access local variable '{self.name}' where it is not associated "
                 "with a value"
             )
@@ -94,24 +108,42 @@ class UndefinedReturnValue:
         return "<no return value yet>"
 
 
+def deferrable(error: NameError) -> bool:
+    """Whether a branch that raised `error` while the program was built may raise it when
+    the program runs instead: a read of an Undefined, or Python's error for a name the
+    user's code never bound (not an error of dy2stat's own code)."""
+    return isinstance(error, READ_ERRORS) or raised_in_users_code(error)
+
+
+def raise_when_run(error: NameError) -> None:
+    """An `assert` op that raises `error` (UnboundLocalError or NameError, its message)
+    when the program runs, at the user's line that raised it while it was being built."""
+    kind = "UnboundLocalError" if isinstance(error, UnboundLocalError) else "NameError"
+    never = static_apply(get_op("full"), [], {"shape": [], "value": 0.0, "dtype": "bool"})
+    static_apply(get_op("assert"), [never], {"message": str(error), "error": kind})
+    op = never.block.ops[-1]
+    op.origin = error_location(error) or op.origin
+
+
 def is_undefined(value) -> bool:
     """True for Undefined and UndefinedReturnValue."""
     return isinstance(value, (Undefined, UndefinedReturnValue))
 
 
 class MaybeUndefined(Variable):
-    """The value of `label` after tensor-dependent loops (`loops`: their (file, line,
-    source)) that assign it, which may have run zero times; `assigned` tells."""
+    """The value of `label` after tensor-dependent loops that assign it, which may have run
+    zero times, or an `if` only one of whose branches does; `assigned` tells. `causes`:
+    each loop's (file, line, source), each `if`'s (file, line, source, the branch)."""
 
-    __slots__ = ("assigned", "label", "loops")
+    __slots__ = ("assigned", "label", "causes")
 
-    def __init__(self, block, name: str, assigned, label: str, loops: tuple) -> None:
+    def __init__(self, block, name: str, assigned, label: str, causes: tuple) -> None:
         super().__init__(block, name)
-        self.assigned, self.label, self.loops = assigned, label, loops
+        self.assigned, self.label, self.causes = assigned, label, causes
 
     @classmethod
-    def of(cls, value: Variable, assigned, label: str, loops: tuple) -> MaybeUndefined:
-        return cls(value.block, value.name, assigned, label, loops)
+    def of(cls, value: Variable, assigned, label: str, causes: tuple) -> MaybeUndefined:
+        return cls(value.block, value.name, assigned, label, causes)
 
     def read(self) -> Variable:
         """The value, after an `assert` op that raises UnboundLocalError when the program
@@ -121,21 +153,34 @@ class MaybeUndefined(Variable):
         return Variable(self.block, self.name)
 
     def message(self) -> str:
-        where = " and ".join(f"{filename}:{lineno} (`{source}`)"
-                             for filename, lineno, source in self.loops)
-        loops = "loop" if len(self.loops) == 1 else "loops"
-        verb = "assigns" if len(self.loops) == 1 else "assign"
+        loops = [cause for cause in self.causes if len(cause) == 3]
+        reasons = []
+        for cause in self.causes:
+            if len(cause) == 4:
+                filename, lineno, source, branch = cause
+                reasons.append(f"the tensor-dependent `if` at {filename}:{lineno} (`{source}`) "
+                               f"assigns it only in its {branch} branch, which did not run")
+            elif cause is loops[0]:  # the loops together
+                where = " and ".join(f"{filename}:{lineno} (`{source}`)"
+                                     for filename, lineno, source in loops)
+                many = len(loops) > 1
+                reasons.append(f"the tensor-dependent loop{'s' if many else ''} at {where} "
+                               f"that {'assign' if many else 'assigns'} it ran zero times")
         return (f"cannot access local variable '{self.label}' where it is not associated "
-                f"with a value: the tensor-dependent {loops} at {where} that {verb} it ran "
-                "zero times")
+                f"with a value: {'; or '.join(reasons)}")
 
 
-def maybe_undefined(value, assigned, label: str, loops: tuple = ()):
+def maybe_undefined(value, assigned, label: str, causes: tuple = ()):
     """`value` (a Variable, or a structure of them) as a MaybeUndefined whose `assigned`
     is the given flag."""
-    return nest.pack_as(value, [MaybeUndefined.of(v, assigned, label, loops)
+    return nest.pack_as(value, [MaybeUndefined.of(v, assigned, label, causes)
                                 if isinstance(v, Variable) else v
                                 for v in nest.flatten(value)])
+
+
+def causes_of(value) -> tuple:
+    """The `causes` of the first MaybeUndefined in `value` (a structure), or ()."""
+    return next((v.causes for v in nest.flatten(value) if isinstance(v, MaybeUndefined)), ())
 
 
 def has_maybe_undefined(value) -> bool:
@@ -148,16 +193,19 @@ class AssignedFlags:
     or while op built over them carries the flags as values of their own.
 
     `where`: the loop being built (it joins the loops that assign those slots), or None.
+    `causes`: for a slot whose entry value is not yet a MaybeUndefined, what may leave it
+    unassigned (`MaybeUndefined.causes`), learnt from a branch.
     """
 
-    def __init__(self, get_state, set_state, names, slots, entry, where=None) -> None:
+    def __init__(self, get_state, set_state, names, slots, entry, where=None,
+                 causes=None) -> None:
         self._get, self._set, self.slots = get_state, set_state, set(slots)
         self.names = tuple(n for i, n in enumerate(names)
                            for n in ((n, f"whether {n} is assigned") if i in self.slots
                                      else (n,)))
         self._labels = {i: names[i] for i in self.slots}
-        self._loops = {i: next((v.loops for v in nest.flatten(entry[i])
-                                if isinstance(v, MaybeUndefined)), ()) for i in self.slots}
+        self._causes = {i: causes_of(entry[i]) or (causes or {}).get(i, ())
+                        for i in self.slots}
         # Per slot, the leaves the flag is about, where only some are (a dict key first
         # set in a loop, beside keys set before): {leaf index: label}; None for all.
         self._leaves = {}
@@ -168,8 +216,8 @@ class AssignedFlags:
             self._leaves[i] = maybe if maybe and len(maybe) < len(variables) else None
         if where is not None:
             for i in self.slots:
-                if where not in self._loops[i]:
-                    self._loops[i] += (where,)
+                if where not in self._causes[i]:
+                    self._causes[i] += (where,)
 
     def split(self, state) -> list:
         out = []
@@ -198,10 +246,10 @@ class AssignedFlags:
     def _maybe(self, i, value, assigned):
         some = self._leaves[i]
         if some is None:
-            return maybe_undefined(value, assigned, self._labels[i], self._loops[i])
+            return maybe_undefined(value, assigned, self._labels[i], self._causes[i])
         leaves = nest.flatten(value)
         for j, label in some.items():
-            leaves[j] = MaybeUndefined.of(leaves[j], assigned, label, self._loops[i])
+            leaves[j] = MaybeUndefined.of(leaves[j], assigned, label, self._causes[i])
         return nest.pack_as(value, leaves)
 
     def get(self):

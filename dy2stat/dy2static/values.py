@@ -114,7 +114,7 @@ def describe(value) -> str:
 def snapshot(value):
     """A copy whose later in-place changes (list.append, x[i] = v) do not show in `value`."""
     if isinstance(value, MaybeUndefined):
-        return MaybeUndefined.of(value, value.assigned, value.label, value.loops)
+        return MaybeUndefined.of(value, value.assigned, value.label, value.causes)
     if isinstance(value, Variable):
         return Variable(value.block, value.name)
     if hasattr(type(value), "snapshot"):  # a TensorArray

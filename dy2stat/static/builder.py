@@ -14,6 +14,7 @@ from dy2stat.runtime.ir import Block, Operator, Var
 from dy2stat.static import framework
 from dy2stat.static.variable import Variable
 from dy2stat.tensor import Tensor
+from dy2stat.unassigned import Unassigned
 
 _SCALARS = (int, float, bool)
 
@@ -71,12 +72,37 @@ def user_location() -> str:
     """``File "...", line N`` and the source line of the innermost user frame."""
     frame = sys._getframe(2)
     while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith((_PACKAGE, _RUNTIME, "<")):
-            line = linecache.getline(filename, frame.f_lineno).strip()
-            return f'  File "{filename}", line {frame.f_lineno}\n    {line}'
+        if _is_users(frame.f_code.co_filename):
+            return _location(frame.f_code.co_filename, frame.f_lineno)
         frame = frame.f_back
     return ""
+
+
+def error_location(error: BaseException) -> str:
+    """``user_location`` of the innermost user frame ``error`` was raised through."""
+    found, tb = "", error.__traceback__
+    while tb is not None:
+        if _is_users(tb.tb_frame.f_code.co_filename):
+            found = _location(tb.tb_frame.f_code.co_filename, tb.tb_lineno)
+        tb = tb.tb_next
+    return found
+
+
+def raised_in_users_code(error: BaseException) -> bool:
+    """Whether the innermost frame ``error`` was raised in is the user's code."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and _is_users(tb.tb_frame.f_code.co_filename)
+
+
+def _is_users(filename: str) -> bool:
+    return not filename.startswith((_PACKAGE, _RUNTIME, "<"))
+
+
+def _location(filename: str, lineno: int) -> str:
+    line = linecache.getline(filename, lineno).strip()
+    return f'  File "{filename}", line {lineno}\n    {line}'
 
 
 def _value(block: Block, x, op):
@@ -91,6 +117,8 @@ def _value(block: Block, x, op):
         return capture(Tensor(np.asarray(x)))
     if isinstance(x, (list, tuple)):
         return [_value(block, v, op) for v in x]
+    if isinstance(x, Unassigned):
+        raise x.error()
     raise TypeError(f"{op.type}: cannot use a {type(x).__name__} as an input in a static program")
 
 

@@ -19,8 +19,9 @@ def _print_kernel(xp, values, texts=(), sep=" ", end="\n"):
 
 
 # What a failed ``assert`` may raise (``error``): Python's ``assert``, or what reading a
-# variable that was never assigned raises. Any other name raises AssertionError.
-_ERRORS = {"AssertionError": AssertionError, "UnboundLocalError": UnboundLocalError}
+# variable (a name) that was never assigned raises. Any other name raises AssertionError.
+_ERRORS = {"AssertionError": AssertionError, "UnboundLocalError": UnboundLocalError,
+           "NameError": NameError}
 
 
 def _assert_kernel(xp, cond, message="", error="AssertionError"):
@@ -71,8 +72,8 @@ defop(
     attrs={"message": "", "error": "AssertionError"},
     kernel=_assert_kernel,
     infer=lambda cond, **_: (),
-    doc="Raise AssertionError(message) (or the `error` named, UnboundLocalError) when the "
-        "program runs and Cond is not all true.",
+    doc="Raise AssertionError(message) (or the `error` named, UnboundLocalError or "
+        "NameError) when the program runs and Cond is not all true.",
 )
 defop(
     "hand_out",

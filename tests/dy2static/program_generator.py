@@ -83,14 +83,7 @@ FEATURES = {
 
 # The constructs that fail today, each with its reason. The CI run leaves them out; remove
 # an entry once its fix is in, and the property covers the construct again.
-KNOWN_FAILING = {
-    # Found here, not fixed (dy2static):
-    "mixed_jumps": "a branch that leaves by jumps of different kinds, on the path a Python "
-                   "`if` inside it takes (`if k > 1: <return under a tensor if>; continue`), "
-                   "sets no one flag on every path, so a name only the other branch assigns "
-                   "is reported undefined (where the branch's own statements always leave, "
-                   "it works)",
-}
+KNOWN_FAILING: dict[str, str] = {}
 
 DEFAULT_FEATURES = frozenset(FEATURES) - frozenset(KNOWN_FAILING)
 

@@ -47,15 +47,35 @@ def defined_in_one_branch(x):
     return y + 1
 
 
+def number_in_one_branch(x):
+    if x.sum() > 0:
+        y = 2.0
+    return x * y
+
+
 def test_undefined_on_the_static_path_names_variable_branch_and_lines():
     with pytest.raises(jst.UndefinedVariableError) as info:
-        trace(defined_in_one_branch, [3])
+        trace(number_in_one_branch, [3])
     message = str(info.value)
     assert "'y'" in message and "true branch" in message
-    assert where(defined_in_one_branch, "if x.sum() > 0") in message
+    assert where(number_in_one_branch, "if x.sum() > 0") in message
     assert isinstance(info.value, UnboundLocalError)  # what Python would raise
     notes = "\n".join(getattr(info.value, "__notes__", []))
-    assert f'line {line_of(defined_in_one_branch, "return y + 1")}' in notes  # where it is used
+    assert f'line {line_of(number_in_one_branch, "return x * y")}' in notes  # where it is used
+
+
+def test_a_tensor_one_branch_assigns_is_read_where_that_branch_ran():
+    converted = d2s.jit.to_static(defined_in_one_branch)
+    assert converted(d2s.to_tensor([1.0, 2.0])).numpy().tolist() == [3.0, 5.0]
+    with pytest.raises(UnboundLocalError) as info:
+        converted(d2s.to_tensor([-1.0, -2.0]))
+    message = str(info.value)
+    assert message.startswith("cannot access local variable 'y' where it is not associated")
+    assert message.endswith(f"the tensor-dependent `if` at {where(defined_in_one_branch, 'if x')} "
+                            "(`if x.sum() > 0:`) assigns it only in its true branch, which did "
+                            "not run")
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    assert f'line {line_of(defined_in_one_branch, "return y + 1")}' in notes  # where it is read
 
 
 def test_undefined_on_the_python_path_raises_what_python_raises():
@@ -345,8 +365,10 @@ def returns_maybe_undefined(x):
     return y
 
 
-def test_returning_a_variable_defined_in_one_branch_raises():
-    with pytest.raises(jst.UndefinedVariableError, match="'y'"):
-        trace(returns_maybe_undefined, [3])
+def test_returning_a_variable_defined_in_one_branch_raises_where_that_branch_did_not_run():
+    converted = d2s.jit.to_static(returns_maybe_undefined)
+    assert converted(d2s.to_tensor([1.0])).numpy().tolist() == [2.0]
+    with pytest.raises(UnboundLocalError, match="'y'.*only in its true branch"):
+        converted(d2s.to_tensor([-1.0]))
     with pytest.raises(UnboundLocalError, match="'y'"):
         convert_to_static(returns_maybe_undefined)(d2s.to_tensor([-1.0]))

@@ -10,7 +10,6 @@ import pytest
 
 import dy2stat as d2s
 from dy2stat import nn
-from dy2stat.dy2static.undefined import UndefinedVariableError
 
 POS = np.array([[1.0, 2.0, 0.5], [0.25, 1.5, 2.0]], np.float32)
 NEG = -POS
@@ -236,9 +235,10 @@ def assigned_in_one_branch_without_return(x):
     return t * 3
 
 
-def test_a_name_one_branch_leaves_unassigned_without_returning_is_still_an_error():
-    with pytest.raises(UndefinedVariableError, match="'t' is used here"):
-        d2s.jit.to_static(assigned_in_one_branch_without_return)(d2s.to_tensor(POS))
+def test_a_name_one_branch_leaves_unassigned_without_returning_is_read_where_it_ran():
+    assert_converted_equals_eager(assigned_in_one_branch_without_return, POS, POS * 0.5)
+    with pytest.raises(UnboundLocalError, match="'t'.*assigns it only in its true branch"):
+        d2s.jit.to_static(assigned_in_one_branch_without_return)(d2s.to_tensor(NEG))
 
 
 # --------------------------------------------- a value some path gave is kept, not reset
@@ -674,9 +674,12 @@ def break_then_read_after_the_loop(x):
     return t
 
 
-def test_a_name_a_break_may_leave_unassigned_and_read_after_the_loop_is_still_an_error():
-    with pytest.raises(UndefinedVariableError, match="'t' is used here"):
-        d2s.jit.to_static(break_then_read_after_the_loop)(d2s.to_tensor(POS))
+def test_a_name_a_break_may_leave_unassigned_and_read_after_the_loop_raises_where_it_did():
+    assert_converted_equals_eager(break_then_read_after_the_loop, POS, NEG, MIX)
+    with pytest.raises(UnboundLocalError):
+        break_then_read_after_the_loop(d2s.to_tensor(POS * 10))  # eagerly too
+    with pytest.raises(UnboundLocalError, match="'t'"):
+        d2s.jit.to_static(break_then_read_after_the_loop)(d2s.to_tensor(POS * 10))
 
 
 # ----------------------------- a layer with running statistics before and inside a loop

@@ -198,9 +198,10 @@ def test_a_name_one_branch_left_unassigned_is_named_on_either_side_of_an_operato
             scale = x
         return (scale + x) / 2
 
-    for fn in (left, right):
-        with pytest.raises(UndefinedVariableError, match="'scale' is used here"):
-            d2s.jit.to_static(fn)(d2s.to_tensor(POS))
+    with pytest.raises(UndefinedVariableError, match="'scale' is used here"):
+        d2s.jit.to_static(left)(d2s.to_tensor(POS))  # a Python number: an error converting
+    with pytest.raises(UnboundLocalError, match="'scale'.*only in its true branch"):
+        d2s.jit.to_static(right)(d2s.to_tensor(POS))  # a tensor: when the program runs
 
 
 def test_operators_defer_to_an_operand_of_a_foreign_class():
