@@ -8,6 +8,7 @@ import functools
 from dy2stat import gradient_hooks
 from dy2stat.dispatch import Node, apply
 from dy2stat.dy2static import markers
+from dy2stat.dy2static.errors import UnsupportedInBranchError
 from dy2stat.mode import state
 from dy2stat.runtime import dtypes
 from dy2stat.static import backward as static_backward
@@ -132,7 +133,7 @@ def _static_grad(roots, wrt, grad_outputs, create_graph, allow_unused):
     """``grad`` of static values: gradient ops appended to the program being built, so
     its own backward differentiates through them (a gradient penalty trains)."""
     if framework.current_block().idx != 0:
-        raise NotImplementedError(
+        raise UnsupportedInBranchError(
             "grad: computing a gradient inside a tensor-dependent branch or loop of "
             "converted code is not supported; compute it before or after that if/while")
     block = framework.current_block()

@@ -100,6 +100,9 @@ def full(shape, fill_value, dtype=None):
     if dtype is None:
         dtype = "bool" if isinstance(fill_value, bool) else (
             "int64" if isinstance(fill_value, int) else default_float())
+    if getattr(fill_value, "is_static", False):  # a value the program has when it runs
+        value = ops.cast(fill_value.detach().reshape([]), _dtype_name(dtype))  # float(value)
+        return ops.broadcast_to(value, [shape] if isinstance(shape, int) else list(shape))
     if not isinstance(shape, int) and any(getattr(d, "is_static", False) for d in shape):
         # A dim known only when the program runs (``x.shape[0]`` in converted code).
         dims = [ops.cast(d, "int64").reshape([1]) if getattr(d, "is_static", False)

@@ -44,3 +44,13 @@ class Dy2StaticError(Exception):
 
 class ConversionError(Dy2StaticError):
     """User code that the transpiler cannot convert (unsupported syntax, missing source)."""
+
+
+class UnsupportedInBranchError(Dy2StaticError, NotImplementedError):
+    """What converted code cannot do inside a tensor-dependent branch or loop (reported
+    while converting, even where that branch never runs)."""
+
+
+class Retrace(Exception):  # noqa: N818  (a signal, not an error)
+    """Not a problem of user code: what tracing learnt makes it start a statement again
+    (a branch must yield another type, a loop must carry another value)."""

@@ -15,7 +15,7 @@ jump, the variable is the op's output, the branch that jumped yielding a placeho
 from __future__ import annotations
 
 from dy2stat.dy2static import values
-from dy2stat.dy2static.errors import Dy2StaticError
+from dy2stat.dy2static.errors import Dy2StaticError, Retrace
 from dy2stat.dy2static.tensor_array import TensorArray, truth
 from dy2stat.dy2static.undefined import (
     AssignedFlags,
@@ -34,7 +34,11 @@ class BranchMismatchError(Dy2StaticError, TypeError):
     """The branches of a tensor-dependent `if` leave a variable with different types."""
 
 
-class _Replan(Exception):
+class UncatchableBranchError(Dy2StaticError, RuntimeError):
+    """A branch of a tensor-dependent `if` raises inside a `try` of the same function."""
+
+
+class _Replan(Retrace):
     """The true branch must yield something else for one slot: trace both branches again."""
 
     def __init__(self, slot: int, plan) -> None:
@@ -86,7 +90,7 @@ def _carried_leaves(value) -> tuple:
 
 
 def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, names=None,
-                   exits=None, guard=None, left=(None, None), dead=()):
+                   exits=None, guard=None, left=(None, None), dead=(), caught=None):
     """`true_fn()` if `pred` else `false_fn()`; a `cond` op when `pred` is static.
 
     With `names` (the state's names; get/set_state are None when there is no state) the
@@ -95,7 +99,8 @@ def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, name
     the jump (None: all)}; `guard`: the flag of an `if not flag:`; `left`: per branch whose
     every path jumps, the names nothing reads after it (True: all; None: it goes on);
     `dead`: the local names nothing reads after the `if` (the branches may leave them
-    different: a name only the branches use).
+    different: a name only the branches use); `caught`: the line of the `try` (with
+    handlers) of the same function whose body holds the `if`, if any.
     """
     pred = truth(pred)
     if not values.is_static(pred):
@@ -105,7 +110,7 @@ def convert_ifelse(pred, true_fn, false_fn, get_state=None, set_state=None, name
     if names is not None:
         get_state, set_state = values.state_accessors(get_state, set_state)
         static_if(pred, true_fn, false_fn, get_state, set_state, names, where,
-                  exits, guard, left, dead)
+                  exits, guard, left, dead, caught)
         return None
     return select(pred, true_fn, false_fn, where)
 
@@ -124,12 +129,15 @@ def select(pred, true_fn, false_fn, where, label="the conditional expression"):
 
 
 class _Exits:
-    """Which branches jumped, and what they leave that nothing reads."""
+    """Which branches jumped, what they leave that nothing reads, and the `try` around
+    the `if` (`caught`: its line, or None)."""
 
-    def __init__(self, names=(), exits=None, guard=None, left=(None, None), dead=()) -> None:
+    def __init__(self, names=(), exits=None, guard=None, left=(None, None), dead=(),
+                 caught=None) -> None:
         self.index = {name: i for i, name in enumerate(names)}
         self.exits, self.guard, self.left = exits or {}, guard, left
         self.dead = frozenset(dead)  # read after neither branch
+        self.caught = caught
 
     def unread(self, branch: int, state: list):
         """What `branch` (0: true, 1: false) leaves unread with its `state`: None for all,
@@ -154,10 +162,10 @@ class _Exits:
 
 
 def static_if(pred, true_fn, false_fn, get_state, set_state, names, where, exits=None,
-              guard=None, left=(None, None), dead=()) -> None:
+              guard=None, left=(None, None), dead=(), caught=None) -> None:
     """A `cond` op on the bool Variable `pred` whose branches change the state; `where` is
     the user's statement; `exits`, `guard`, `left` say where branches jumped, `dead` what
-    nothing reads after it (see convert_ifelse)."""
+    nothing reads after it, `caught` which `try` holds it (see convert_ifelse)."""
     entry = list(get_state())
     program = values.current_program()
     first_block = len(program.blocks)
@@ -167,7 +175,7 @@ def static_if(pred, true_fn, false_fn, get_state, set_state, names, where, exits
     while True:
         flags = AssignedFlags(_noticing_maybe(get_state, maybe), set_state, names, maybe, entry,
                               causes=learnt)
-        jumps = _Exits(flags.names, exits, guard, left, dead)  # by slot of the flags' state
+        jumps = _Exits(flags.names, exits, guard, left, dead, caught)  # by the flags' slots
         try:
             _trace_with_plans(pred, true_fn, false_fn, flags, where, flags.split(entry),
                               program, first_block, jumps)
@@ -200,7 +208,7 @@ def _trace_with_plans(pred, true_fn, false_fn, flags, where, init, program,
             plans[replan.slot] = replan.plan
 
 
-class _NewlyMaybe(Exception):
+class _NewlyMaybe(Retrace):
     """A branch left slot `slot` a MaybeUndefined: trace again carrying its flag."""
 
     def __init__(self, slot: int, causes: tuple) -> None:
@@ -229,7 +237,8 @@ def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, pl
         seen["true_entry"] = values.snapshot(init)
         seen["true_marks"] = [_mark(v) for v in seen["true_entry"]]
         set_state(seen["true_entry"])
-        seen["true_raised"] = _run_branch(true_fn, seen["true_entry"], set_state)
+        seen["true_raised"] = _run_branch(true_fn, seen["true_entry"], set_state, where,
+                                          exits.caught)
         seen["true"] = list(get_state())
         seen["yield"] = [_true_yield(i, t, plans) for i, t in enumerate(seen["true"])]
         return seen["yield"]
@@ -238,7 +247,8 @@ def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, pl
         seen["false_entry"] = values.snapshot(init)
         false_marks = [_mark(v) for v in seen["false_entry"]]
         set_state(seen["false_entry"])
-        raised = (seen["true_raised"], _run_branch(false_fn, seen["false_entry"], set_state))
+        raised = (seen["true_raised"], _run_branch(false_fn, seen["false_entry"], set_state,
+                                                   where, exits.caught))
         if all(raised):  # the statement raises whichever way it goes
             raise raised[0]
         out, results = [], []
@@ -267,19 +277,28 @@ def _trace(pred, true_fn, false_fn, get_state, set_state, names, where, init, pl
                for o, r in zip(outs, seen["results"])])
 
 
-def _run_branch(fn, entry, set_state) -> Exception | None:
-    """Trace the branch `fn`; the error it raised if it read a name no path assigned.
+def _run_branch(fn, entry, set_state, where, caught) -> Exception | None:
+    """Trace the branch `fn`; the error it raised, if any (see `deferrable`).
 
     That branch becomes one that raises the error when the program runs it: eagerly, a
     call that never takes it never raises (the other branch of an enclosing `if` always
-    jumped, say). Its state is left as on `entry`, and nothing after it reads what it
-    yields.
+    jumped, say, or the inputs that reach it have other shapes). Its state is left as on
+    `entry`, and nothing after it reads what it yields. Inside a `try` of the user's
+    function (`caught`: its line) the error is refused: that `try` would catch it
+    eagerly, but cannot catch an error of the running program.
     """
     try:
         fn()
-    except NameError as error:  # UnboundLocalError included
+    except Exception as error:
         if not deferrable(error):
             raise
+        if caught is not None:
+            raise UncatchableBranchError(
+                f"a branch of this tensor-dependent `if` raises {type(error).__name__} "
+                f"({error}) inside the `try` at line {caught}: the program takes the branch "
+                "when it runs, where a `try` of converted code does not catch its errors",
+                *where, "Raise it on a Python value, or put the `try` outside the converted "
+                "code.") from error
         raise_when_run(error)
         set_state(entry)
         return error

@@ -14,7 +14,7 @@ import numpy as np
 
 from dy2stat import ops
 from dy2stat.dy2static import ifelse, sequences, values
-from dy2stat.dy2static.errors import Dy2StaticError
+from dy2stat.dy2static.errors import Dy2StaticError, Retrace
 from dy2stat.dy2static.tensor_array import TensorArray, truth
 from dy2stat.dy2static.undefined import (
     AssignedFlags,
@@ -120,7 +120,7 @@ def _static_for(seq, extra_test, body, get_state, set_state, names, where) -> No
     _static_while(test, loop_body, get, set_, ("the loop index", *names), where)
 
 
-class _Promote(Exception):
+class _Promote(Retrace):
     """The body promotes carried value `slot` (its leaf `leaf`) as eager arithmetic does on
     the first iteration (int32 + int64 is int64, a [] tensor plus a [1] one is [1]): the
     loop is built again with the value entering promoted."""
@@ -203,11 +203,6 @@ def _prepare(init, body, get_state, set_state, names, where, program) -> list:
     for i, (before, now) in enumerate(zip(init, after)):
         if isinstance(before, dict) and isinstance(now, dict) and set(now) - set(before):
             prepared[i] = _with_new_keys(prepared[i], now, names[i])
-            continue
-        if is_undefined(before) and values.is_tensor_like(now):
-            prepared[i] = values.placeholders(now)
-            if type(before) is Undefined:  # (a return value needs no flag: do_return tells)
-                prepared[i] = maybe_undefined(prepared[i], False, names[i])
         elif isinstance(before, list) and (
                 isinstance(now, TensorArray)  # an inner loop grows it
                 or isinstance(now, list) and len(now) != len(before)):
@@ -216,7 +211,18 @@ def _prepare(init, body, get_state, set_state, names, where, program) -> list:
             else:
                 spec = values.Spec.of(now[0] if isinstance(now, list) else now.buffer[0])
                 prepared[i] = TensorArray.empty(spec.shape, spec.dtype)
-    return prepared
+    # A name the body defines first is carried from the start, with a flag; one it defines
+    # from another such name (`if i > 1: s = a` before `a = 1`) shows in a later trial.
+    while True:
+        new = [i for i, (before, now) in enumerate(zip(prepared, after))
+               if is_undefined(before) and values.is_tensor_like(now)]
+        if not new:
+            return prepared
+        for i in new:
+            prepared[i] = values.placeholders(after[i])
+            if type(init[i]) is Undefined:  # (a return value needs no flag: do_return tells)
+                prepared[i] = maybe_undefined(prepared[i], False, names[i])
+        after = _trial(body, get_state, set_state, prepared, program)
 
 
 def _with_new_keys(before: dict, now: dict, name: str) -> dict:

@@ -12,6 +12,7 @@ import builtins
 from dy2stat import ops
 from dy2stat.dy2static import values
 from dy2stat.dy2static.tensor_array import TensorArray
+from dy2stat.runtime import shapes
 from dy2stat.static import nest
 
 
@@ -153,7 +154,20 @@ def convert_range(*args):
     if not any(values.is_static(a) for a in args):
         return builtins.range(*args)
     start, stop, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
-    return StaticRange(start, stop, step)
+    return StaticRange(_index(start), _index(stop), step)
+
+
+def _index(bound):
+    """A static bound of `range` as a 0-D integer tensor, refused as eagerly: there a
+    tensor bound converts through `__index__` (integers only) to one Python int."""
+    if not values.is_static(bound):
+        return bound
+    dtype, shape = values.dtype_of(bound), values.shape_of(bound)
+    if dtype.kind not in "iub":
+        raise TypeError(f"only integer tensors can be used as an index, not {dtype}")
+    if shapes.numel(shape) not in (1, -1):
+        raise ValueError(f"range(): a tensor bound must hold one element, got shape {shape}")
+    return ops.reshape(bound, []) if shape else bound
 
 
 def convert_enumerate(iterable, start: int = 0):

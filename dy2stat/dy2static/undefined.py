@@ -12,16 +12,20 @@ known when the program runs: after the loop or `if` it is a `MaybeUndefined`, a 
 that carries a bool Variable `assigned`. Where it is read, an `assert` op checks the flag
 and raises UnboundLocalError naming it and the loop or `if`; a path that does not read it
 never checks. `cond` and `while` ops carry the flag along with the value (`AssignedFlags`).
-A tensor-dependent branch that reads a name no path assigned raises the same error when
-the program runs that branch (`raise_when_run`), not while the program is built.
+A tensor-dependent branch that reads a name no path assigned (or raises another error of
+the user's code) raises the same error when the program runs that branch
+(`raise_when_run`), not while the program is built.
 """
 
 from __future__ import annotations
 
-from dy2stat.dy2static.errors import Dy2StaticError
+import builtins
+
+from dy2stat.dy2static import error_map
+from dy2stat.dy2static.errors import Dy2StaticError, Retrace
 from dy2stat.runtime.registry import get_op
 from dy2stat.static import nest
-from dy2stat.static.builder import error_location, raised_in_users_code, static_apply
+from dy2stat.static.builder import error_location, static_apply
 from dy2stat.static.variable import Variable
 from dy2stat.unassigned import Unassigned
 
@@ -108,21 +112,39 @@ class UndefinedReturnValue:
         return "<no return value yet>"
 
 
-def deferrable(error: NameError) -> bool:
-    """Whether a branch that raised `error` while the program was built may raise it when
-    the program runs instead: a read of an Undefined, or Python's error for a name the
-    user's code never bound (not an error of dy2stat's own code)."""
-    return isinstance(error, READ_ERRORS) or raised_in_users_code(error)
+def deferrable(error: Exception) -> bool:
+    """Whether a tensor-dependent branch that raised `error` while the program was built
+    may raise it when the program runs that branch instead, as eager code raises it only
+    where it runs: an error of the user's code or of an op it called (a read of a name no
+    path assigned, a shape that does not fit), not a limit of conversion (the other
+    Dy2StaticErrors: those are reported at once) or a signal to trace again."""
+    if isinstance(error, READ_ERRORS):
+        return True
+    return not isinstance(error, (Dy2StaticError, Retrace))
 
 
-def raise_when_run(error: NameError) -> None:
-    """An `assert` op that raises `error` (UnboundLocalError or NameError, its message)
-    when the program runs, at the user's line that raised it while it was being built."""
-    kind = "UnboundLocalError" if isinstance(error, UnboundLocalError) else "NameError"
+def raise_when_run(error: Exception) -> None:
+    """An `assert` op that raises `error` (its type if builtin or dy2stat's, else the
+    nearest such type it derives from; its message) when the program runs, at the user's
+    line that raised it while the program was built."""
+    kind = next(_error_name(c) for c in type(error).__mro__ if _error_name(c))
+    error_map.map_error(error)  # notes the user's line and excerpt, as when raised at once
+    one = error.args[0] if len(error.args) == 1 and isinstance(error.args[0], str) else None
     never = static_apply(get_op("full"), [], {"shape": [], "value": 0.0, "dtype": "bool"})
-    static_apply(get_op("assert"), [never], {"message": str(error), "error": kind})
+    static_apply(get_op("assert"), [never], {
+        "message": str(error) if one is None else one,  # (a KeyError's str quotes it)
+        "error": kind, "note": "\n".join(getattr(error, "__notes__", ()))})
     op = never.block.ops[-1]
     op.origin = error_location(error) or op.origin
+
+
+def _error_name(kind: type) -> str | None:
+    """What an `assert` op calls exception class `kind`, if it can raise it."""
+    if getattr(builtins, kind.__name__, None) is kind:
+        return kind.__name__
+    if kind.__module__.startswith("dy2stat.") and "." not in kind.__qualname__:
+        return f"{kind.__module__}.{kind.__qualname__}"
+    return None
 
 
 def is_undefined(value) -> bool:

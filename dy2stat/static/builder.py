@@ -88,14 +88,6 @@ def error_location(error: BaseException) -> str:
     return found
 
 
-def raised_in_users_code(error: BaseException) -> bool:
-    """Whether the innermost frame ``error`` was raised in is the user's code."""
-    tb = error.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb is not None and _is_users(tb.tb_frame.f_code.co_filename)
-
-
 def _is_users(filename: str) -> bool:
     return not filename.startswith((_PACKAGE, _RUNTIME, "<"))
 

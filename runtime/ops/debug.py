@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import builtins
 import contextlib
+import sys
 import threading
 
 import numpy as np
@@ -18,16 +20,29 @@ def _print_kernel(xp, values, texts=(), sep=" ", end="\n"):
     print(*parts, sep=sep, end=end)
 
 
-# What a failed ``assert`` may raise (``error``): Python's ``assert``, or what reading a
-# variable (a name) that was never assigned raises. Any other name raises AssertionError.
-_ERRORS = {"AssertionError": AssertionError, "UnboundLocalError": UnboundLocalError,
-           "NameError": NameError}
-
-
-def _assert_kernel(xp, cond, message="", error="AssertionError"):
+def _assert_kernel(xp, cond, message="", error="AssertionError", note=""):
     if not bool(to_host(cond).all()):
-        kind = _ERRORS.get(error, AssertionError)
-        raise kind(message) if message else kind()
+        kind = _error_class(error)
+        failure = kind(message) if message else kind()
+        if note:
+            failure.add_note(note)
+        raise failure
+
+
+def _error_class(name: str) -> type:
+    """The exception class a failed ``assert`` raises: Python's ``assert``, or the error a
+    branch of the user's code raised while the program was built. ``name`` is a builtin
+    (UnboundLocalError, ValueError, ...) or ``module.Class`` in a dy2stat module already
+    loaded (nothing is imported, so a saved program runs no code); anything else raises
+    AssertionError."""
+    module, _, qualname = name.rpartition(".")
+    if not module:
+        kind = getattr(builtins, name, None)
+    elif module == "dy2stat" or module.startswith("dy2stat."):
+        kind = getattr(sys.modules.get(module), qualname, None)
+    else:
+        kind = None
+    return kind if isinstance(kind, type) and issubclass(kind, Exception) else AssertionError
 
 
 _listener = threading.local()  # .fn: what ``hand_out`` passes its values to, or None
@@ -69,11 +84,12 @@ defop(
     "assert",
     inputs=("Cond",),
     outputs=(),
-    attrs={"message": "", "error": "AssertionError"},
+    attrs={"message": "", "error": "AssertionError", "note": ""},
     kernel=_assert_kernel,
     infer=lambda cond, **_: (),
-    doc="Raise AssertionError(message) (or the `error` named, UnboundLocalError or "
-        "NameError) when the program runs and Cond is not all true.",
+    doc="Raise AssertionError(message) (or the exception `error` names: a builtin such as "
+        "UnboundLocalError, or a dy2stat one; with `note` added to it) when the program "
+        "runs and Cond is not all true.",
 )
 defop(
     "hand_out",

@@ -300,19 +300,39 @@ def shape_error_in_branch(x):
     return y
 
 
+def shape_error(x):
+    y = x * 2
+    y = x @ d2s.ones([5, 5])
+    return y
+
+
 def test_errors_in_converted_code_keep_their_type_and_point_at_the_user_line():
     with pytest.raises(ValueError, match="matmul") as info:
-        trace(shape_error_in_branch, [2, 3])
+        trace(shape_error, [2, 3])
     notes = "\n".join(info.value.__notes__)
-    line = line_of(shape_error_in_branch, "y = x @ d2s.ones")
+    line = line_of(shape_error, "y = x @ d2s.ones")
     assert f'File "{HERE}", line {line}' in notes
-    assert f"> {line:4d} |         y = x @ d2s.ones([5, 5])" in notes
+    assert f"> {line:4d} |     y = x @ d2s.ones([5, 5])" in notes
     frames = traceback.extract_tb(info.value.__traceback__)
     helpers = [f for f in frames if f"dy2stat{os.sep}dy2static{os.sep}" in f.filename
                and not f.filename.endswith("convert.py")]
     assert not helpers, helpers  # the helpers' frames are hidden
     user = [f for f in frames if f.filename == HERE]
     assert any(f.lineno == line for f in user)
+
+
+def test_an_error_in_a_tensor_branch_is_raised_by_the_calls_that_take_it():
+    converted = d2s.jit.to_static(shape_error_in_branch)
+    np.testing.assert_array_equal(converted(-d2s.ones([2, 3])).numpy(), -np.ones([2, 3]))
+    with pytest.raises(ValueError, match="matmul") as eager:
+        shape_error_in_branch(d2s.ones([2, 3]))
+    with pytest.raises(ValueError, match="matmul") as info:
+        converted(d2s.ones([2, 3]))
+    assert str(info.value) == str(eager.value)
+    notes = "\n".join(info.value.__notes__)
+    line = line_of(shape_error_in_branch, "y = x @ d2s.ones")
+    assert f'File "{HERE}", line {line}' in notes  # the excerpt, as when raised at once
+    assert f"> {line:4d} |         y = x @ d2s.ones([5, 5])" in notes
 
 
 def eager_error(x):

@@ -657,3 +657,59 @@ def test_size_counts_the_elements_in_converted_code():
         assert got.dtype == want.dtype
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
     assert len(converted.program_cache) == 1
+
+
+# ----------------------------------------------- tensors where eager code wants a number
+# range() of a tensor and d2s.full with a tensor value: eagerly the tensor converts to a
+# Python number (int() / float()), so converted code refuses what eager refuses and gives
+# the value eager gives, detached from the gradient as a number is.
+
+
+def range_of_a_tensor(x, n):
+    s = x * 0
+    for i in range(n):
+        s = s + x * i
+    return s
+
+
+def test_range_takes_integer_tensors_of_one_element_as_eager_does():
+    for n in (np.array(3, "int64"), np.array([2], "int32")):
+        assert_converted_equals_eager(range_of_a_tensor, (POS, d2s.to_tensor(n)))
+    for n, error in ((np.array(2.0, "float32"), TypeError), (np.array([1, 2]), ValueError)):
+        with pytest.raises(error):
+            range_of_a_tensor(d2s.to_tensor(POS), d2s.to_tensor(n))
+        with pytest.raises(error):
+            d2s.jit.to_static(range_of_a_tensor)(d2s.to_tensor(POS), d2s.to_tensor(n))
+
+
+def full_of_a_tensor_value(x):
+    a = d2s.full([2, 3], x.sum(), dtype="int32")
+    b = d2s.full([x.shape[0], 3], x.mean())
+    return x * b + a.astype("float32")
+
+
+def test_full_takes_a_tensor_value_detached_from_the_gradient():
+    assert_converted_equals_eager(full_of_a_tensor_value, POS, MIX)
+
+
+def defined_from_a_name_a_later_iteration_assigns(n):
+    """From Paddle's test_loop (`for_loop_dyfunc2`): `s = a` reads `a`, which the loop
+    assigns after it, on iterations after the first."""
+    x = d2s.full(shape=[1, 2], dtype="int32", fill_value=1)
+    for i in range(n):
+        if i > 1:
+            s = a  # noqa: F821  (assigned below, on an earlier iteration)
+        a = 1  # noqa: F841  (read by the next iteration)
+        q, _ = x.shape
+    return d2s.full(shape=[1], dtype="int32", fill_value=s + q)
+
+
+def test_a_name_defined_from_one_a_later_statement_of_the_loop_assigns():
+    for n in (3, 5):
+        n = d2s.to_tensor(np.array([n], "int64"))
+        expected = defined_from_a_name_a_later_iteration_assigns(n)
+        got = d2s.jit.to_static(defined_from_a_name_a_later_iteration_assigns)(n)
+        assert got.dtype == expected.dtype
+        np.testing.assert_array_equal(got.numpy(), expected.numpy())
+    with pytest.raises(UnboundLocalError):
+        d2s.jit.to_static(defined_from_a_name_a_later_iteration_assigns)(d2s.to_tensor([1]))

@@ -97,6 +97,8 @@ class _ControlFlow(transformer.Base):
         self.loops: list[list[tuple]] = [[]]
         # Per function or generated body: the state names some path leaves unbound.
         self.unbound: list[set[str]] = [set()]
+        # The lines of the `try`s (with handlers) around the statement in the function.
+        self.trys: list[list[int]] = [[]]
 
     def visit_FunctionDef(self, node: gast.FunctionDef) -> gast.FunctionDef:
         scope = anno.getanno(node, anno.Static.BODY_SCOPE)
@@ -106,7 +108,9 @@ class _ControlFlow(transformer.Base):
         self.return_values.append(anno.getanno(node, anno.Transform.RETURN_VALUE, None))
         self.return_flags.append(anno.getanno(node, anno.Transform.RETURN_FLAG, None))
         self.loops.append([])
+        self.trys.append([])
         node.body = self._visit_body(node.body, ())
+        self.trys.pop()
         self.globals.pop()
         self.bound.pop()
         self.shared.pop()
@@ -148,14 +152,31 @@ class _ControlFlow(transformer.Base):
         dead = self._dead(node, state)
         if dead:
             keywords += ", dead=dead"
+        if self.trys[-1]:
+            keywords += ", caught=caught"
         call = templates.replace(
             "helpers.convert_ifelse(test, if_true, if_false, get_state, set_state, names"
             f"{keywords})", helpers=self.ctx.helpers, test=node.test, if_true=if_true,
             if_false=if_false, get_state=get_state, set_state=set_state,
             names=self._labels(state), exits=exits, flag=gast.Constant(guard, None),
-            left=left, dead=gast.Tuple([gast.Constant(n, None) for n in dead], gast.Load()))
+            left=left, dead=gast.Tuple([gast.Constant(n, None) for n in dead], gast.Load()),
+            caught=gast.Constant(self.trys[-1][-1] if self.trys[-1] else None, None))
         self._note_undefined(node, state)
         return defs + accessors + call
+
+    def visit_Try(self, node: gast.Try) -> gast.Try:
+        """A `try` with handlers: the `if`s of its body learn its line (an error a tensor
+        branch raises there is refused: the handlers could not catch it at run time)."""
+        if not node.handlers:
+            return self.generic_visit(node)
+        self.trys[-1].append(node.lineno)
+        node.body = self.visit_block(node.body)
+        self.trys[-1].pop()
+        for handler in node.handlers:
+            handler.body = self.visit_block(handler.body)
+        node.orelse = self.visit_block(node.orelse)
+        node.finalbody = self.visit_block(node.finalbody)
+        return node
 
     def _exits(self, node: gast.If, state: list[str]) -> gast.Dict | None:
         """`{flag: names}` for the jump flags among the state (or the guard's): where a
