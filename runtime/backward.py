@@ -452,7 +452,8 @@ def _sub_block_reach(op: Operator, block: Block, req: dict, branch=None, taken=N
     """The outputs of a cond or while op that a name of ``req`` reaches, with the masks
     reaching them: those its branches (the one ``branch`` says, if not None) or loop body
     compute from one (a loop to a fixed point over its carries; with ``branch`` False, a
-    loop that never ran passes its inputs on)."""
+    loop that never ran passes its inputs on; with True, one that ran gives what its
+    body made of them, its last iteration's outputs)."""
     blocks = block.program.blocks
     outer = {n: req[n] for n in op.inputs.get("Input", []) if n in req}
     if op.type == "while" and branch is False:  # it never ran: its outputs are its inputs
@@ -481,6 +482,8 @@ def _sub_block_reach(op: Operator, block: Block, req: dict, branch=None, taken=N
             break
         carried = more
     outs = op.outputs.get("Out", [])
+    if branch:  # (`inside`: the body run on every carry it may start an iteration with)
+        return {outs[i]: inside[n] for i, n in enumerate(op.attrs["body_outs"]) if n in inside}
     return {outs[i]: carried[i] for i in sorted(carried)}
 
 

@@ -318,6 +318,24 @@ def test_no_grad_inside_a_loop_body_stops_the_gradient_of_that_part(n):
     check(no_grad_inside_a_tensor_loop, tensor([1.0, 2.0]), tensor(n, "int64", True))
 
 
+def replaced_under_no_grad_in_a_loop(x, y, n):
+    """`y` needs a gradient only if the loop runs zero times: each iteration replaces it
+    with a value computed without one (the last iteration's is what comes out)."""
+    i = d2s.to_tensor(0)
+    while i < n:
+        i += 1
+        with d2s.no_grad():
+            t = x * 1.5
+        y = t - t.abs() + y.detach()
+    return y
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_a_value_a_loop_that_ran_replaced_under_no_grad_needs_no_gradient(n):
+    check(replaced_under_no_grad_in_a_loop, tensor([1.0, -2.0]), tensor([0.5, 3.0]),
+          tensor(n, "int64", True))
+
+
 def test_no_grad_around_the_call_does_not_change_the_traced_program():
     converted = d2s.jit.to_static(no_grad_for_part_of_the_forward)
     x = tensor([1.0, 2.0])
