@@ -216,12 +216,12 @@ def _prepare(init, body, get_state, set_state, names, where, program) -> list:
     while True:
         new = [i for i, (before, now) in enumerate(zip(prepared, after))
                if is_undefined(before) and values.is_tensor_like(now)]
-        if not new:
-            return prepared
         for i in new:
             prepared[i] = values.placeholders(after[i])
             if type(init[i]) is Undefined:  # (a return value needs no flag: do_return tells)
                 prepared[i] = maybe_undefined(prepared[i], False, names[i])
+        if not new or not any(type(v) is Undefined for v in after):
+            return prepared
         after = _trial(body, get_state, set_state, prepared, program)
 
 
