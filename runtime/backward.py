@@ -189,7 +189,7 @@ def sources_some_branches_reach(program: Program, sources, targets) -> set[str]:
     bits = _bits(sources)
     differ = 0
     for key, path in _choices(program, block, ()):
-        if program.blocks[key[0]].ops[key[1]].type != "cond":
+        if program.blocks[key[0]].ops[key[1]].type != "cond" or _in_loop(program, path):
             continue
         around = dict(path)
         taken, not_taken = (_mask_of(_reach(block.ops, block, bits, {**around, key: branch},
@@ -232,47 +232,75 @@ class _ReachMemo:
         return block.idx, frozenset(start.items()), tuple(chosen)
 
 
-def _choices(program: Program, block: Block, path: tuple):
-    """((block index, op index), ((key, branch) of each cond around it, outer first)) of
-    each cond op of ``block`` and of their branches, and of each while op whose test can
-    be run again (it has no effects)."""
+def _choices(program: Program, block: Block, path: tuple, in_loop: bool = False):
+    """((block index, op index), ((key, branch) of each cond or loop around it, outer
+    first)) of each cond op of ``block`` and of their branches, of each while op outside
+    loops whose test can be run again (it has no effects), and of the conds in the bodies
+    of loops. A loop around is (key, True) where it is itself a choice (the ops in its
+    body run only if it ran), else (key, None); a cond in a loop chooses per iteration:
+    what counts is which branches it took over all of them (see ``expose_predicates``)."""
     for i, op in enumerate(block.ops):
         key = (block.idx, i)
         if op.type == "cond":
             yield key, path
             for branch in (True, False):
                 inner = program.blocks[op.attrs["true_block" if branch else "false_block"]]
-                yield from _choices(program, inner, (*path, (key, branch)))
-        elif op.type == "while" and all(
+                yield from _choices(program, inner, (*path, (key, branch)), in_loop)
+        elif op.type == "while":
+            chosen = not in_loop and all(
                 not get_op(inner.type).random and inner.output_names() and
                 not inner.sub_blocks()
-                for inner in program.blocks[op.attrs["cond_block"]].ops):
-            yield key, path
+                for inner in program.blocks[op.attrs["cond_block"]].ops)
+            if chosen:
+                yield key, path
+            body = program.blocks[op.attrs["body_block"]]
+            yield from _choices(program, body, (*path, (key, True if chosen else None)), True)
 
 
-def expose_predicates(program: Program, keys) -> dict[tuple[int, int], str]:
-    """A name of block 0 for what each op of ``keys`` (see ``gradient_deciding_ops``:
-    the conds around a nested one are among them) chose when it ran: a cond's
-    predicate, whether a while ran at least once (its test on its first values, run
-    again after it). A nested op's becomes one more output of each cond around it
-    (False from the other branch, which the cond around it says ran). Changes
-    ``program``."""
+def _in_loop(program: Program, path: tuple) -> bool:
+    """Whether a choice with ``path`` (see ``_choices``) is in the body of a loop."""
+    return any(program.blocks[b].ops[i].type == "while" for (b, i), _ in path)
+
+
+def expose_predicates(program: Program, keys) -> dict[tuple[int, int], str | int]:
+    """What each op of ``keys`` (see ``gradient_deciding_ops``: the conds around a nested
+    one are among them) chose when it ran. A name of block 0, for a cond's predicate or
+    whether a while ran at least once (its test on its first values, run again after
+    it); a nested op's becomes one more output of each cond around it (False from the
+    other branch, which the cond around it says ran). For a cond in a loop's body, an
+    int: the index of a ``hand_out`` of its predicate, appended to its block, which
+    hands out what each iteration chose (see ``loop_choice``). Changes ``program``."""
     parent = {}  # sub-block index -> (block index, op index, branch: "true" / "false")
-    for (b, i), _ in _choices(program, program.global_block(), ()):
+    in_loop = set()
+    for (b, i), path in _choices(program, program.global_block(), ()):
         op = program.blocks[b].ops[i]
-        if op.type == "cond":
+        if _in_loop(program, path):
+            in_loop.add((b, i))
+        elif op.type == "cond":
             for which in ("true", "false"):
                 parent[op.attrs[f"{which}_block"]] = (b, i, which)
     names = {}
     for key in keys:
         b, i = key
         op = program.blocks[b].ops[i]
+        if key in in_loop:  # (appended: the ops' indices that keys name stay as they are)
+            names[key] = len(names)
+            program.blocks[b].append_op(Operator("hand_out", {"X": op.inputs["Cond"]}, {},
+                                                 {"index": names[key]}))
+            continue
         name = op.inputs["Cond"][0] if op.type == "cond" else _first_test(program, b, op)
         while b != 0:
             b, i, which = parent[b]
             name = _output_of_branch(program, b, program.blocks[b].ops[i], which, name)
         names[key] = name
     return names
+
+
+def loop_choice(taken: set) -> bool | None:
+    """What a cond in a loop chose, for ``_reach``, from the predicates its ``hand_out``
+    handed out (``taken``): one branch in every iteration, or either (None; also where
+    it never ran, which the loop's own choice then says)."""
+    return next(iter(taken)) if len(taken) == 1 else None
 
 
 def _first_test(program: Program, block_index: int, op: Operator) -> str:

@@ -133,11 +133,16 @@ class ProgramRunner:
         feeds = self._feeds(arrays, scope.xp)
         split, n_out = plans.split, len(self.fetch_names)
         at = split and batch_split.split_point(list(feeds.values()), split.work)
+        taken = _LoopChoices()  # what the conds in loops chose, iteration by iteration
         with where:
             if at:  # the halves' saved values stay apart for their backward
                 parts = batch_split.run_split(split.plan("forward"), feeds, split.kinds, at,
                                               scope)
                 outs = batch_split.combine(split.fetch_kinds, *(p[:n_out] for p in parts))
+            elif plans.loop_choices:
+                with debug.listening(taken.hand_out):
+                    parts = [plans.forward.run(feeds, scope)]
+                outs = parts[0][:n_out]
             else:
                 parts = [plans.forward.run(feeds, scope)]
                 outs = parts[0][:n_out]
@@ -153,7 +158,8 @@ class ProgramRunner:
         if plans.branch_preds:
             ran = [{**part, **dict(zip(plans.pred_fetches, p[n_out + n_saved:]))}
                    for part, p in zip(saved, parts)]
-            found = [plans.when(tuple(bool(values[pred])
+            found = [plans.when(tuple(taken.of(pred) if isinstance(pred, int) else
+                                      bool(values[pred])
                                       for pred in plans.branch_preds.values()))
                      for values in ran]
             differentiable = set().union(*(names for names, _ in found))
@@ -229,7 +235,9 @@ class ProgramRunner:
         # a gradient: fetched (a nested one's through the conds around it) to say so.
         plans.branch_preds = runtime_backward.expose_predicates(
             forward_program, runtime_backward.gradient_deciding_ops(forward_program, wrt))
-        plans.pred_fetches = sorted(set(plans.branch_preds.values()) - set(saved_names))
+        plans.pred_fetches = sorted({p for p in plans.branch_preds.values()
+                                     if isinstance(p, str)} - set(saved_names))
+        plans.loop_choices = any(isinstance(p, int) for p in plans.branch_preds.values())
         plans.forward = self._plan(("train_forward", needs, trainable), forward_program,
                                    self.feed_names,
                                    self.fetch_names + saved_names + plans.pred_fetches, xp)
@@ -359,10 +367,12 @@ class _Plans:
         self.grad_fetches = [g for g in grad_names if g is not None]
         self.differentiable: set[str] = set()  # the names a gradient flows through
         # (block, op index) of a cond or while whose run decides what needs a gradient
-        # -> the name of block 0 its choice is fetched as (see expose_predicates), read
-        # after each forward; and the program they are ops of.
-        self.branch_preds: dict[tuple[int, int], str] = {}
+        # -> the name of block 0 its choice is fetched as, read after each forward, or
+        # for a cond in a loop the index its choices are handed out with (see
+        # expose_predicates); and the program they are ops of.
+        self.branch_preds: dict[tuple[int, int], str | int] = {}
         self.pred_fetches: list[str] = []  # those of them not already saved for backward
+        self.loop_choices = False  # whether the forward hands out choices of conds in loops
         self._by_choices: dict[tuple, tuple] = {}  # the choices -> see ``when``
         self.forward_program = None
         self.hands_out = False  # the backward plan has hand_out ops (see _with_hand_outs)
@@ -382,6 +392,20 @@ class _Plans:
             if len(self._by_choices) < 256:
                 self._by_choices[choices] = found
         return found
+
+
+class _LoopChoices:
+    """The branches each cond in a loop took during one forward run, from the
+    ``hand_out`` of its predicate that each iteration runs (see expose_predicates)."""
+
+    def __init__(self):
+        self.taken: dict[int, set] = {}
+
+    def hand_out(self, index: int, values) -> None:
+        self.taken.setdefault(index, set()).add(bool(backend.to_host(values[0])))
+
+    def of(self, index: int) -> bool | None:
+        return runtime_backward.loop_choice(self.taken.get(index, set()))
 
 
 class _Split:

@@ -45,6 +45,26 @@ class ThreeWays(nn.Layer):
         return d2s.tanh(out)
 
 
+class RoutedInALoop(nn.Layer):
+    """Each iteration of a tensor-dependent loop picks one of two layers: a layer no
+    iteration picked gets no gradient."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+        self.b = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h, i = x, d2s.to_tensor(0)
+        while i < (x.abs().sum() > 0).astype("int64") * 2:
+            if h.mean() > 0:
+                h = d2s.tanh(self.a(h))
+            else:
+                h = d2s.tanh(self.b(h))
+            i += 1
+        return h
+
+
 def _pair(cls):
     d2s.seed(1)
     eager, converted = cls(), cls()
@@ -59,7 +79,7 @@ def _batches(steps):
             for k in range(steps)]
 
 
-@pytest.mark.parametrize("cls", [TwoExperts, ThreeWays])
+@pytest.mark.parametrize("cls", [TwoExperts, ThreeWays, RoutedInALoop])
 def test_parameters_of_a_branch_that_did_not_run_get_no_gradient(cls):
     eager, converted = _pair(cls)
     for x in _batches(4):
@@ -76,7 +96,7 @@ def test_parameters_of_a_branch_that_did_not_run_get_no_gradient(cls):
 
 
 @pytest.mark.parametrize("optimizer", ["Adam", "Momentum", "AdamW"])
-@pytest.mark.parametrize("cls", [TwoExperts, ThreeWays])
+@pytest.mark.parametrize("cls", [TwoExperts, ThreeWays, RoutedInALoop])
 def test_training_through_a_branch_equals_eager(cls, optimizer):
     """Adam and momentum move a parameter handed a zero gradient: the two models drift
     apart unless the converted one hands none, as eager mode does."""
