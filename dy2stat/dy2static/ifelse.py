@@ -330,7 +330,7 @@ def _true_yield(i: int, t, plans: dict):
         if kind == "flagged":  # the value (or a placeholder) and whether it is assigned
             if type(t) is Undefined:
                 return values.placeholders(spec), values.constant(False, "bool")
-            return t, values.constant(True, "bool")
+            return _as_tensors(t), values.constant(True, "bool")
         return values.placeholders(spec)
     if _is_mixed(t):
         return _carried_leaves(t)
@@ -422,7 +422,7 @@ class _Slot:
         if type(self.f) is Undefined:
             fy = values.placeholders(value), values.constant(False, "bool")
         else:
-            fy = self._match(value, self.f), values.constant(True, "bool")
+            fy = self._match(value, _as_tensors(self.f)), values.constant(True, "bool")
         return fy, _Flagged(self.name, self.where,
                             "false" if type(self.t) is Undefined else "true")
 
@@ -511,11 +511,17 @@ class _Slot:
 
 
 def _flaggable(value) -> bool:
-    """Whether a value only one branch assigns can be carried with a flag: tensors (or a
-    tuple, list or dict of them), not tensor arrays or Python values."""
+    """Whether a value only one branch assigns can be carried with a flag: tensors and
+    Python numbers (a number becomes a tensor, as where both branches assign one), or a
+    tuple, list or dict of them; not tensor arrays, strings or other Python values."""
     leaves = nest.flatten(value)
-    return bool(leaves) and all(values.is_tensor_like(v) and not values.is_number(v)
-                                for v in leaves)
+    return bool(leaves) and values.is_tensor_like(value) and not isinstance(value, TensorArray)
+
+
+def _as_tensors(value):
+    """`value` with each Python number a constant of its dtype."""
+    return nest.pack_as(value, [values.constant(v) if values.is_number(v) else v
+                                for v in nest.flatten(value)])
 
 
 def _grown_differently(t, f) -> bool:

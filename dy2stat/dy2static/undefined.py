@@ -3,9 +3,9 @@
 Generated code binds `y = _jst.Undefined('y')` before an `if` or loop that may leave `y`
 unassigned, so that the bodies can declare `nonlocal y`. On the Python path a use of such a
 value raises what Python raises (UnboundLocalError naming `y`). On the static path a branch
-that gives `y` a Python value while the other does not assign it yields an Undefined that
-carries the reason; using it raises an UndefinedVariableError naming `y`, the branch and
-the user's line.
+that gives `y` a string or other non-number Python value while the other does not assign
+it yields an Undefined that carries the reason; using it raises an UndefinedVariableError
+naming `y`, the branch and the user's line.
 
 A name first assigned in a tensor-dependent loop is assigned only if the loop runs, and a
 name only one branch of a tensor-dependent `if` assigns only if that branch runs, which is

@@ -47,21 +47,21 @@ def defined_in_one_branch(x):
     return y + 1
 
 
-def number_in_one_branch(x):
+def string_in_one_branch(x):
     if x.sum() > 0:
-        y = 2.0
-    return x * y
+        y = "fast"
+    return x if y == "fast" else -x
 
 
 def test_undefined_on_the_static_path_names_variable_branch_and_lines():
     with pytest.raises(jst.UndefinedVariableError) as info:
-        trace(number_in_one_branch, [3])
+        trace(string_in_one_branch, [3])
     message = str(info.value)
     assert "'y'" in message and "true branch" in message
-    assert where(number_in_one_branch, "if x.sum() > 0") in message
+    assert where(string_in_one_branch, "if x.sum() > 0") in message
     assert isinstance(info.value, UnboundLocalError)  # what Python would raise
     notes = "\n".join(getattr(info.value, "__notes__", []))
-    assert f'line {line_of(number_in_one_branch, "return x * y")}' in notes  # where it is used
+    assert f'line {line_of(string_in_one_branch, "return x if y")}' in notes  # where it is used
 
 
 def test_a_tensor_one_branch_assigns_is_read_where_that_branch_ran():

@@ -183,14 +183,27 @@ def test_a_layer_trains_like_eager_through_a_tensor_one_branch_assigns():
             model(d2s.to_tensor(NEG * 10))
 
 
-def test_a_python_number_one_branch_assigns_is_still_an_error_converting():
-    def scale_in_one_branch(x):
-        if x.sum() > 0:
-            scale = 2.0
-        return x * scale
+def numbers_in_one_branch(x):
+    if x.sum() < 0:
+        pass
+    else:
+        scale, shift = 2.0, (1, 3)
+    return x * scale + shift[1]
 
-    with pytest.raises(UndefinedVariableError, match="'scale' is used here"):
-        d2s.jit.to_static(scale_in_one_branch)(tensor(POS))
+
+@pytest.mark.parametrize("x", [POS, NEG, POS.astype("float64"), (POS * 4).astype("int64")])
+def test_python_numbers_one_branch_assigns_become_tensors_with_a_flag(x):
+    check(numbers_in_one_branch, d2s.to_tensor(x, stop_gradient=x.dtype.kind != "f"))
+
+
+def test_a_string_one_branch_assigns_is_still_an_error_converting():
+    def mode_in_one_branch(x):
+        if x.sum() > 0:
+            mode = "fast"
+        return x if mode == "fast" else -x
+
+    with pytest.raises(UndefinedVariableError, match="'mode' is used here"):
+        d2s.jit.to_static(mode_in_one_branch)(tensor(POS))
 
 
 # ------------------------------------- a branch that reads a name no path assigned
