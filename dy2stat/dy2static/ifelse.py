@@ -15,6 +15,7 @@ jump, the variable is the op's output, the branch that jumped yielding a placeho
 from __future__ import annotations
 
 from dy2stat.dy2static import values
+from dy2stat.dy2static.deferred_errors import deferrable, raise_when_run
 from dy2stat.dy2static.errors import Dy2StaticError, Retrace
 from dy2stat.dy2static.tensor_array import TensorArray, truth
 from dy2stat.dy2static.undefined import (
@@ -22,10 +23,8 @@ from dy2stat.dy2static.undefined import (
     Undefined,
     UndefinedReturnValue,
     causes_of,
-    deferrable,
     has_maybe_undefined,
     maybe_undefined,
-    raise_when_run,
 )
 from dy2stat.static import control_flow, nest
 

@@ -15,34 +15,21 @@ and raises UnboundLocalError naming it and the loop or `if`; a path that does no
 never checks. `cond` and `while` ops carry the flag along with the value (`AssignedFlags`).
 A tensor-dependent branch that reads a name no path assigned (or raises another error of
 the user's code) raises the same error when the program runs that branch
-(`raise_when_run`), not while the program is built.
+(`deferred_errors`), not while the program is built.
 """
 
 from __future__ import annotations
 
-import builtins
-
-from dy2stat.dy2static import error_map
-from dy2stat.dy2static.errors import Dy2StaticError, Retrace
+from dy2stat.dy2static.errors import Dy2StaticError
 from dy2stat.runtime.registry import get_op
 from dy2stat.static import nest
-from dy2stat.static.builder import error_location, static_apply
+from dy2stat.static.builder import static_apply
 from dy2stat.static.variable import Variable
 from dy2stat.unassigned import Unassigned
 
 
 class UndefinedVariableError(Dy2StaticError, UnboundLocalError):
     """A variable used where a tensor-dependent branch or loop may have left it unassigned."""
-
-
-class UnassignedReadError(UnboundLocalError):
-    """Python's error, with Python's message, for a read of a name that no executed
-    assignment bound (told apart from an UnboundLocalError of code dy2stat did not
-    convert)."""
-
-
-READ_ERRORS = (UnassignedReadError, UndefinedVariableError)
-"""What reading an Undefined raises."""
 
 
 class Undefined(Unassigned):
@@ -60,7 +47,7 @@ class Undefined(Unassigned):
     def error(self) -> Exception:
         """The exception a use of this value raises."""
         if self.reason is None:
-            return UnassignedReadError(
+            return UnboundLocalError(
                 f"cannot access local variable '{self.name}' where it is not associated "
                 "with a value"
             )
@@ -111,41 +98,6 @@ class UndefinedReturnValue:
 
     def __repr__(self) -> str:
         return "<no return value yet>"
-
-
-def deferrable(error: Exception) -> bool:
-    """Whether a tensor-dependent branch that raised `error` while the program was built
-    may raise it when the program runs that branch instead, as eager code raises it only
-    where it runs: an error of the user's code or of an op it called (a read of a name no
-    path assigned, a shape that does not fit), not a limit of conversion (the other
-    Dy2StaticErrors: those are reported at once) or a signal to trace again."""
-    if isinstance(error, READ_ERRORS):
-        return True
-    return not isinstance(error, (Dy2StaticError, Retrace))
-
-
-def raise_when_run(error: Exception) -> None:
-    """An `assert` op that raises `error` (its type if builtin or dy2stat's, else the
-    nearest such type it derives from; its message) when the program runs, at the user's
-    line that raised it while the program was built."""
-    kind = next(_error_name(c) for c in type(error).__mro__ if _error_name(c))
-    error_map.map_error(error)  # notes the user's line and excerpt, as when raised at once
-    one = error.args[0] if len(error.args) == 1 and isinstance(error.args[0], str) else None
-    never = static_apply(get_op("full"), [], {"shape": [], "value": 0.0, "dtype": "bool"})
-    static_apply(get_op("assert"), [never], {
-        "message": str(error) if one is None else one,  # (a KeyError's str quotes it)
-        "error": kind, "note": "\n".join(getattr(error, "__notes__", ()))})
-    op = never.block.ops[-1]
-    op.origin = error_location(error) or op.origin
-
-
-def _error_name(kind: type) -> str | None:
-    """What an `assert` op calls exception class `kind`, if it can raise it."""
-    if getattr(builtins, kind.__name__, None) is kind:
-        return kind.__name__
-    if kind.__module__.startswith("dy2stat.") and "." not in kind.__qualname__:
-        return f"{kind.__module__}.{kind.__qualname__}"
-    return None
 
 
 def is_undefined(value) -> bool:

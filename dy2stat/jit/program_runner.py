@@ -133,7 +133,7 @@ class ProgramRunner:
         feeds = self._feeds(arrays, scope.xp)
         split, n_out = plans.split, len(self.fetch_names)
         at = split and batch_split.split_point(list(feeds.values()), split.work)
-        taken = _LoopChoices()  # what the conds in loops chose, iteration by iteration
+        taken = _LoopChoices() if plans.loop_choices else None  # (see _LoopChoices)
         with where:
             if at:  # the halves' saved values stay apart for their backward
                 parts = batch_split.run_split(split.plan("forward"), feeds, split.kinds, at,
